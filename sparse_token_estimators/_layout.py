@@ -1,0 +1,118 @@
+"""The data contract shared by the generator, the estimators and the modules.
+
+An input ``X`` has shape ``(n_samples, seq_len, token_dim + 1)``: the first
+``token_dim`` channels of every position hold the token, the last channel holds
+the selection indicator (1.0 for the q selected positions, 0.0 otherwise). The
+target ``y`` has shape ``(n_samples, token_dim)``. Keeping the subset inside
+``X`` means the layout does not fix ``seq_len``: one fitted transformer can be
+evaluated on longer sequences.
+
+Everything that knows this layout lives here.
+"""
+
+import numbers
+
+import numpy as np
+from sklearn.utils import check_array
+
+#: index of the selection-indicator channel on the last axis of ``X``
+INDICATOR = -1
+
+LAYOUT = "(n_samples, seq_len, token_dim + 1)"
+
+
+def split_tokens(X):
+    """Split ``X`` into ``(tokens, indicator)``; works for numpy and torch."""
+    return X[..., :INDICATOR], X[..., INDICATOR]
+
+
+def check_int(value, name, *, minimum=1):
+    """Return ``value`` as an int, or raise a message naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{name} must be an integer >= {minimum}; got {value!r} "
+            f"of type {type(value).__name__}."
+        )
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value}.")
+    return int(value)
+
+
+def check_tokens(X, *, token_dim=None):
+    """Validate ``X`` against the layout and return it as float32.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, seq_len, token_dim + 1)
+        Tokens with the selection indicator as the last channel. Lists,
+        integer and float64 arrays are accepted and cast to float32.
+    token_dim : int or None
+        The token dimension the caller expects (the one seen in ``fit``); None
+        accepts any.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, seq_len, token_dim + 1), float32
+    """
+    if hasattr(X, "detach"):  # a torch tensor: validate a host copy
+        X = X.detach().cpu().numpy()
+    X = check_array(
+        X, dtype="numeric", allow_nd=True, ensure_2d=False, input_name="X",
+        ensure_all_finite=True,
+    )
+    if X.ndim != 3:
+        raise ValueError(
+            f"X must be a 3-D array of shape {LAYOUT}, as returned by "
+            f"make_sparse_selection; got an array of shape {X.shape}. A single "
+            "sequence needs a leading axis: X[np.newaxis]."
+        )
+    if X.shape[1] < 1 or X.shape[2] < 2:
+        raise ValueError(
+            f"X must have shape {LAYOUT} with seq_len >= 1 and token_dim >= 1; "
+            f"got shape {X.shape}."
+        )
+    X = np.asarray(X, dtype=np.float32)
+    if token_dim is not None and X.shape[2] - 1 != token_dim:
+        raise ValueError(
+            f"X has token_dim {X.shape[2] - 1} (last axis {X.shape[2]}), but the "
+            f"estimator was fitted with token_dim {token_dim} (last axis "
+            f"{token_dim + 1}). Pass tokens of the dimension seen in fit."
+        )
+    _, indicator = split_tokens(X)
+    if not np.all((indicator == 0) | (indicator == 1)):
+        bad = np.unique(indicator[(indicator != 0) & (indicator != 1)])[:5]
+        raise ValueError(
+            "The last channel of X is the selection indicator and must hold "
+            f"only 0.0 and 1.0; found {bad.tolist()}. Append the indicator as "
+            "the last channel (see make_sparse_selection)."
+        )
+    empty = np.flatnonzero(indicator.sum(axis=1) == 0)
+    if empty.size:
+        raise ValueError(
+            f"{empty.size} sample(s) of X select no token (e.g. sample "
+            f"{empty[0]}); every sequence needs at least one position whose "
+            "indicator is 1.0."
+        )
+    return X
+
+
+def check_target(y, X):
+    """Validate ``y`` against an already checked ``X``; return float32."""
+    if y is None:
+        raise ValueError(
+            "y is required: an array of shape (n_samples, token_dim) holding "
+            "the average of the selected tokens."
+        )
+    if hasattr(y, "detach"):
+        y = y.detach().cpu().numpy()
+    y = check_array(
+        y, dtype="numeric", ensure_2d=False, input_name="y", ensure_all_finite=True,
+    )
+    expected = (X.shape[0], X.shape[2] - 1)
+    if y.shape != expected:
+        hint = " Use y.reshape(-1, 1)." if y.ndim == 1 and expected[1] == 1 else ""
+        raise ValueError(
+            f"y must have shape (n_samples, token_dim) = {expected} to match X "
+            f"of shape {X.shape}; got {y.shape}.{hint}"
+        )
+    return np.asarray(y, dtype=np.float32)

@@ -1,0 +1,114 @@
+"""The sparse token selection task (q-sparse averaging) as a dataset generator."""
+
+import numbers
+
+import numpy as np
+
+from ._layout import check_int
+
+
+def _as_generator(random_state):
+    """Turn a scikit-learn style ``random_state`` into a numpy ``Generator``.
+
+    ``Generator`` draws float32 normals several times faster than the legacy
+    ``RandomState``; a ``RandomState`` passed in still drives the draw (it is
+    consumed for a seed), as in scikit-learn.
+    """
+    if random_state is None or isinstance(random_state, (numbers.Integral, np.integer)):
+        return np.random.default_rng(random_state)
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(random_state.randint(np.iinfo(np.int32).max))
+    raise TypeError(
+        "random_state must be None, an int, a numpy RandomState or a numpy "
+        f"Generator; got {random_state!r}."
+    )
+
+
+def make_sparse_selection(
+    n_samples=1000,
+    seq_len=20,
+    token_dim=8,
+    n_selected=3,
+    *,
+    return_support=False,
+    random_state=None,
+):
+    """Generate the sparse token selection task: average q of T tokens.
+
+    Each sample is a sequence of ``seq_len`` (T) i.i.d. standard Gaussian
+    tokens in R^d (d = ``token_dim``) and a subset S of ``n_selected`` (q)
+    positions drawn uniformly, afresh for every sample. The target is the
+    average of the selected tokens, y = (1/q) sum_{i in S} x_i. This is the
+    q-sparse averaging task of Sanford, Hsu & Telgarsky (NeurIPS 2023,
+    arXiv:2306.02896) with one output per sequence, as studied by Wang, Wei,
+    Hsu & Lee, "Transformers Provably Learn Sparse Token Selection While
+    Fully-Connected Nets Cannot" (ICML 2024, arXiv:2406.06893).
+
+    Parameters
+    ----------
+    n_samples : int, default=1000
+        Number of sequences.
+    seq_len : int, default=20
+        Sequence length T.
+    token_dim : int, default=8
+        Token dimension d.
+    n_selected : int, default=3
+        Number q of selected tokens, 1 <= q <= T.
+    return_support : bool, default=False
+        If True, also return the selected positions.
+    random_state : int, RandomState, Generator or None, default=None
+        Seed or generator; the same int gives the same data.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, seq_len, token_dim + 1), float32
+        ``X[..., :token_dim]`` are the tokens, ``X[..., token_dim]`` is the
+        selection indicator (1.0 for selected positions, 0.0 otherwise).
+    y : ndarray of shape (n_samples, token_dim), float32
+        The average of the selected tokens.
+    support : ndarray of shape (n_samples, n_selected), int64
+        The selected positions of each sample, sorted. Only returned if
+        ``return_support`` is True.
+
+    Examples
+    --------
+    >>> from sparse_token_estimators import make_sparse_selection
+    >>> X, y, support = make_sparse_selection(
+    ...     4, seq_len=10, token_dim=2, n_selected=3, return_support=True,
+    ...     random_state=0)
+    >>> X.shape, y.shape, support.shape
+    ((4, 10, 3), (4, 2), (4, 3))
+    >>> bool((X[..., -1].sum(axis=1) == 3).all())
+    True
+    """
+    n_samples = check_int(n_samples, "n_samples")
+    seq_len = check_int(seq_len, "seq_len")
+    token_dim = check_int(token_dim, "token_dim")
+    n_selected = check_int(n_selected, "n_selected")
+    if n_selected > seq_len:
+        raise ValueError(
+            f"n_selected must be between 1 and seq_len={seq_len}; got "
+            f"{n_selected}. Select fewer tokens or use longer sequences."
+        )
+    rng = _as_generator(random_state)
+
+    tokens = rng.standard_normal((n_samples, seq_len, token_dim), dtype=np.float32)
+    # A uniform subset per row: the positions of the q smallest of T uniform keys.
+    keys = rng.random((n_samples, seq_len), dtype=np.float32)
+    if n_selected < seq_len:
+        support = np.argpartition(keys, n_selected - 1, axis=1)[:, :n_selected]
+    else:
+        support = np.broadcast_to(np.arange(seq_len), (n_samples, seq_len))
+    support = np.sort(support, axis=1).astype(np.int64)
+
+    X = np.empty((n_samples, seq_len, token_dim + 1), dtype=np.float32)
+    X[..., :token_dim] = tokens
+    X[..., token_dim] = 0.0
+    np.put_along_axis(X[..., token_dim], support, 1.0, axis=1)
+    selected = np.take_along_axis(tokens, support[..., np.newaxis], axis=1)
+    y = selected.mean(axis=1, dtype=np.float32)
+    if return_support:
+        return X, y, support
+    return X, y

@@ -1,0 +1,152 @@
+"""PyTorch modules for sparse token selection; they know nothing of scikit-learn.
+
+Every ``forward`` takes ``X`` of shape ``(B, T, d + 1)``: tokens followed by
+the selection indicator (see ``_layout``), and returns ``(B, d)``.
+"""
+
+import torch
+from torch import nn
+
+from ._layout import split_tokens
+from .positional import FixedPositionalEncoding, StochasticPositionalEncoding
+
+
+class SparseTokenAttention(nn.Module):
+    """The one-layer attention model of Wang, Wei, Hsu & Lee (ICML 2024).
+
+    The subset is encoded as the query z = sum_{i in S} p_i; position i scores
+    p_i^T W z with one trainable merged key-query matrix W (initialised at
+    zero) and the output is sum_i softmax(score)_i x_i, the value map being the
+    identity on the token block. W = c I with c -> infinity solves the task.
+
+    Parameters
+    ----------
+    token_dim : int
+        Token dimension d.
+    pe_dim : int
+        Positional-encoding dimension d_p; W is d_p x d_p.
+    positional_encoding : {"stochastic", "fixed"}
+        Fresh vectors for every sequence, or one table drawn at init.
+    max_seq_len : int
+        Size of the fixed table (unused by the stochastic encoding).
+    n_pe_draws : int
+        The attention is averaged over this many positional draws (stochastic
+        encoding only), in training and in eval mode; averaging lowers the
+        random part of the error. 1 is the paper's model.
+    output_map : bool
+        If True, a trainable linear map (initialised at the identity) follows
+        the attention; off in the paper's model.
+    eval_seed : int
+        Seed of the positional draws in eval mode: they are shared by all
+        sequences of the same length, so a prediction depends on its own
+        sequence only.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sparse_token_estimators import make_sparse_selection
+    >>> X, y = make_sparse_selection(8, seq_len=10, token_dim=4, random_state=0)
+    >>> module = SparseTokenAttention(token_dim=4, pe_dim=16).eval()
+    >>> module(torch.as_tensor(X)).shape
+    torch.Size([8, 4])
+    """
+
+    def __init__(self, token_dim, pe_dim=64, positional_encoding="stochastic",
+                 max_seq_len=256, n_pe_draws=1, output_map=False, eval_seed=0):
+        super().__init__()
+        if positional_encoding == "stochastic":
+            self.positions = StochasticPositionalEncoding(pe_dim)
+        elif positional_encoding == "fixed":
+            self.positions = FixedPositionalEncoding(pe_dim, max_seq_len)
+        else:
+            raise ValueError(
+                "positional_encoding must be 'stochastic' or 'fixed'; got "
+                f"{positional_encoding!r}."
+            )
+        self.stochastic = positional_encoding == "stochastic"
+        self.n_pe_draws = n_pe_draws
+        self.eval_seed = eval_seed
+        self.W = nn.Parameter(torch.zeros(pe_dim, pe_dim))
+        self.value = None
+        if output_map:
+            self.value = nn.Linear(token_dim, token_dim, bias=False)
+            nn.init.eye_(self.value.weight)
+
+    def _eval_positions(self, seq_len, device):
+        # Drawn on the CPU from a fixed seed, shared by the whole batch: a
+        # prediction depends on its own sequence only, and CPU and GPU agree.
+        draws = [
+            self.positions(1, seq_len, generator=torch.Generator().manual_seed(self.eval_seed + k))
+            for k in range(self.n_pe_draws)
+        ]
+        return torch.stack(draws).to(device)  # (K, 1, T, d_p)
+
+    def _attend(self, P, indicator):
+        # P: (K, B or 1, T, d_p) positional draws; indicator: (B, T)
+        z = torch.matmul(indicator.unsqueeze(1), P)  # (K, B, 1, d_p): z = sum_{i in S} p_i
+        Wz = z @ self.W.T  # (K, B, 1, d_p); W z first: never a (T, d_p, d_p) product
+        scores = (P @ Wz.transpose(-1, -2)).squeeze(-1)  # (K, B, T): p_i^T W z
+        return torch.softmax(scores, dim=-1).mean(0)  # (B, T)
+
+    def attention(self, X, generator=None):
+        """Attention weights of shape (B, T); each row sums to 1."""
+        _, indicator = split_tokens(X)  # (B, T)
+        batch_size, seq_len = indicator.shape
+        if not self.stochastic:
+            P = self.positions(batch_size, seq_len).unsqueeze(0)  # (1, 1, T, d_p)
+        elif self.training:
+            P = self.positions(self.n_pe_draws * batch_size, seq_len,
+                               generator=generator, device=X.device)
+            P = P.view(self.n_pe_draws, batch_size, seq_len, -1)  # (K, B, T, d_p)
+        else:
+            P = self._eval_positions(seq_len, X.device)  # (K, 1, T, d_p)
+        return self._attend(P, indicator)
+
+    def forward(self, X, generator=None):
+        tokens, _ = split_tokens(X)  # (B, T, d)
+        attn = self.attention(X, generator=generator)  # (B, T)
+        out = torch.matmul(attn.unsqueeze(1), tokens).squeeze(1)  # (B, d)
+        return out if self.value is None else self.value(out)
+
+
+class FullyConnectedNet(nn.Module):
+    """A ReLU network on the flattened (T * (d + 1)) input, tokens and indicator.
+
+    It has no notion of position or length: it accepts only ``seq_len``.
+
+    Parameters
+    ----------
+    seq_len : int
+        Sequence length T the net is built for.
+    token_dim : int
+        Token dimension d.
+    hidden_width : int
+        Width m of every hidden layer.
+    n_hidden_layers : int
+        Number of hidden layers (at least 1).
+
+    Examples
+    --------
+    >>> import torch
+    >>> net = FullyConnectedNet(seq_len=10, token_dim=4, hidden_width=32)
+    >>> net(torch.zeros(8, 10, 5)).shape
+    torch.Size([8, 4])
+    """
+
+    def __init__(self, seq_len, token_dim, hidden_width=256, n_hidden_layers=1):
+        super().__init__()
+        self.seq_len = seq_len
+        widths = [seq_len * (token_dim + 1)] + [hidden_width] * n_hidden_layers
+        layers = [nn.Flatten()]
+        for fan_in, fan_out in zip(widths[:-1], widths[1:]):
+            layers += [nn.Linear(fan_in, fan_out), nn.ReLU()]
+        layers.append(nn.Linear(widths[-1], token_dim))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, X):
+        if X.shape[1] != self.seq_len:
+            raise ValueError(
+                f"FullyConnectedNet was built for seq_len={self.seq_len}; got "
+                f"sequences of length {X.shape[1]}."
+            )
+        return self.net(X)  # (B, T, d + 1) -> (B, T * (d + 1)) -> (B, d)
