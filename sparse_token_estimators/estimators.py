@@ -31,6 +31,19 @@ class TrainingDivergedError(RuntimeError):
     """Training made the loss or the weights NaN or infinite.
 
     Raised by ``fit`` and ``partial_fit``; the estimator is left unfitted.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sparse_token_estimators import SparseTokenFCN, make_sparse_selection
+    >>> X, y = make_sparse_selection(64, seq_len=5, token_dim=2, random_state=0)
+    >>> est = SparseTokenFCN(hidden_width=8, lr=1e30, optimizer=torch.optim.SGD,
+    ...                      batch_size=16, random_state=0)
+    >>> try:
+    ...     est.fit(X, y)
+    ... except TrainingDivergedError:
+    ...     print("diverged; fitted:", est.initialized_)
+    diverged; fitted: False
     """
 
 
