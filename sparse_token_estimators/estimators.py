@@ -196,8 +196,7 @@ class _SparseTokenRegressor(NeuralNetRegressor):
 
     def on_batch_end(self, net, batch=None, training=False, **kwargs):
         super().on_batch_end(net, batch=batch, training=training, **kwargs)
-        loss = self.history[-1, "batches", -1, "train_loss"] if training else 0.0
-        if not math.isfinite(loss):
+        if training and not math.isfinite(loss := self.history[-1, "batches", -1, "train_loss"]):
             self._diverged(f"the training loss became {loss}")
 
     def on_train_end(self, net, **kwargs):
