@@ -38,6 +38,37 @@ def check_int(value, name, *, minimum=1):
     return int(value)
 
 
+def _as_float32(value, name, layout):
+    """``value`` as a float32 ndarray, or an error naming ``name`` and its layout."""
+    if value is None:
+        raise ValueError(f"{name} is required: an array of shape {layout}.")
+    if hasattr(value, "detach"):  # a torch tensor: validate a host copy
+        value = value.detach().cpu().numpy()
+    try:
+        array = check_array(
+            value, dtype="numeric", allow_nd=True, ensure_2d=False,
+            ensure_min_samples=0, ensure_all_finite=False, input_name=name,
+        )
+    except (TypeError, ValueError) as exc:
+        # check_array's message names neither the argument nor the layout, and
+        # for complex input goes on to print the whole array: keep its first line.
+        kind = TypeError if isinstance(exc, TypeError) else ValueError
+        reason = str(exc).splitlines()[0]
+        raise kind(f"{name} must be a numeric array of shape {layout}: {reason}") from exc
+    with np.errstate(over="ignore"):  # overflow to inf is reported by _check_finite
+        return array.astype(np.float32, copy=False)
+
+
+def _check_finite(array, name, fix):
+    bad = np.flatnonzero(~np.isfinite(array.reshape(len(array), -1)).all(axis=1))
+    if bad.size:
+        raise ValueError(
+            f"{name} contains NaN or infinity in {bad.size} sample(s) (e.g. sample "
+            f"{bad[0]}; values beyond the float32 range, about 3.4e38, count as "
+            f"infinite). {fix}"
+        )
+
+
 def check_tokens(X, *, token_dim=None):
     """Validate ``X`` against the layout and return it as float32.
 
@@ -54,24 +85,25 @@ def check_tokens(X, *, token_dim=None):
     -------
     X : ndarray of shape (n_samples, seq_len, token_dim + 1), float32
     """
-    if hasattr(X, "detach"):  # a torch tensor: validate a host copy
-        X = X.detach().cpu().numpy()
-    X = check_array(
-        X, dtype="numeric", allow_nd=True, ensure_2d=False, input_name="X",
-        ensure_all_finite=True,
-    )
+    X = _as_float32(X, "X", LAYOUT)
     if X.ndim != 3:
         raise ValueError(
             f"X must be a 3-D array of shape {LAYOUT}, as returned by "
             f"make_sparse_selection; got an array of shape {X.shape}. A single "
             "sequence needs a leading axis: X[np.newaxis]."
         )
+    if X.shape[0] == 0:
+        raise ValueError(
+            f"X has 0 samples (shape {X.shape}); pass at least one sequence."
+        )
     if X.shape[1] < 1 or X.shape[2] < 2:
         raise ValueError(
             f"X must have shape {LAYOUT} with seq_len >= 1 and token_dim >= 1; "
-            f"got shape {X.shape}."
+            f"got shape {X.shape}. The last axis holds the token_dim token "
+            "channels followed by the 0/1 selection indicator."
         )
-    X = np.asarray(X, dtype=np.float32)
+    _check_finite(X, "X", "Tokens and indicator must be finite: drop or repair "
+                          "those samples.")
     if token_dim is not None and X.shape[2] - 1 != token_dim:
         raise ValueError(
             f"X has token_dim {X.shape[2] - 1} (last axis {X.shape[2]}), but the "
@@ -91,7 +123,8 @@ def check_tokens(X, *, token_dim=None):
         raise ValueError(
             f"{empty.size} sample(s) of X select no token (e.g. sample "
             f"{empty[0]}); every sequence needs at least one position whose "
-            "indicator is 1.0."
+            "indicator is 1.0. Set the indicator of the selected positions, or "
+            "drop those samples."
         )
     return X
 
@@ -103,11 +136,7 @@ def check_target(y, X):
             "y is required: an array of shape (n_samples, token_dim) holding "
             "the average of the selected tokens."
         )
-    if hasattr(y, "detach"):
-        y = y.detach().cpu().numpy()
-    y = check_array(
-        y, dtype="numeric", ensure_2d=False, input_name="y", ensure_all_finite=True,
-    )
+    y = _as_float32(y, "y", "(n_samples, token_dim)")
     expected = (X.shape[0], X.shape[2] - 1)
     if y.shape != expected:
         hint = " Use y.reshape(-1, 1)." if y.ndim == 1 and expected[1] == 1 else ""
@@ -115,4 +144,6 @@ def check_target(y, X):
             f"y must have shape (n_samples, token_dim) = {expected} to match X "
             f"of shape {X.shape}; got {y.shape}.{hint}"
         )
-    return np.asarray(y, dtype=np.float32)
+    _check_finite(y, "y", "The target is the average of the selected tokens and "
+                          "must be finite: drop or repair those samples.")
+    return y

@@ -10,6 +10,7 @@ puts the data on the device once per fit and slices batches from it.
 """
 
 import math
+import numbers
 from contextlib import contextmanager
 
 import numpy as np
@@ -27,7 +28,23 @@ from .modules import FullyConnectedNet, SparseTokenAttention
 
 
 class TrainingDivergedError(RuntimeError):
-    """The training loss became NaN or infinite."""
+    """Training made the loss or the weights NaN or infinite.
+
+    Raised by ``fit`` and ``partial_fit``; the estimator is left unfitted.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sparse_token_estimators import SparseTokenFCN, make_sparse_selection
+    >>> X, y = make_sparse_selection(64, seq_len=5, token_dim=2, random_state=0)
+    >>> est = SparseTokenFCN(hidden_width=8, lr=1e30, optimizer=torch.optim.SGD,
+    ...                      batch_size=16, random_state=0)
+    >>> try:
+    ...     est.fit(X, y)
+    ... except TrainingDivergedError:
+    ...     print("diverged; fitted:", est.initialized_)
+    diverged; fitted: False
+    """
 
 
 def resolve_device(device):
@@ -97,6 +114,18 @@ class _SparseTokenRegressor(NeuralNetRegressor):
 
     def _check_params(self):
         """Validate constructor parameters; called before any training."""
+        if isinstance(self.lr, bool) or not isinstance(self.lr, numbers.Real):
+            raise TypeError(f"lr (the learning rate) must be a number; got {self.lr!r}.")
+        if not (math.isfinite(self.lr) and self.lr >= 0):
+            raise ValueError(f"lr (the learning rate) must be finite and >= 0; got {self.lr}.")
+        try:
+            check_random_state(self.random_state)
+        except ValueError as exc:
+            raise ValueError(
+                "random_state must be None, an int in [0, 2**32 - 1] or a numpy "
+                f"RandomState; got {self.random_state!r}."
+            ) from exc
+        resolve_device(self.device)  # a bad or absent device fails here, not mid-fit
 
     def _check_X(self, X, *, fitting=False):
         if not fitting:
@@ -167,14 +196,31 @@ class _SparseTokenRegressor(NeuralNetRegressor):
 
     def on_batch_end(self, net, batch=None, training=False, **kwargs):
         super().on_batch_end(net, batch=batch, training=training, **kwargs)
-        if training and not math.isfinite(self.history[-1, "batches", -1, "train_loss"]):
-            raise TrainingDivergedError(
-                f"Training diverged: the training loss became "
-                f"{self.history[-1, 'batches', -1, 'train_loss']} in epoch "
-                f"{len(self.history)} (lr={self.lr}, optimizer="
-                f"{getattr(self.optimizer, '__name__', self.optimizer)}). Lower lr, "
-                "or use a smaller batch size; the model was left unusable, refit it."
-            )
+        if training and not math.isfinite(loss := self.history[-1, "batches", -1, "train_loss"]):
+            self._diverged(f"the training loss became {loss}")
+
+    def on_train_end(self, net, **kwargs):
+        super().on_train_end(net, **kwargs)
+        # The last optimizer step can break the weights with no loss left to show it.
+        if not all(torch.isfinite(p).all() for p in self.module_.parameters()):
+            self._diverged("the weights became NaN or infinite")
+
+    def _diverged(self, what):
+        # Forget the broken weights, back to skorch's uninitialized state: the
+        # estimator is unfitted (predict raises NotFittedError) rather than a
+        # model that predicts NaN, and set_params / fit work as on a new one;
+        # history_ keeps the losses that led here.
+        for name in self._modules + self._criteria + self._optimizers:
+            self.__dict__.pop(name + "_", None)
+        self.virtual_params_ = {}
+        self.initialized_ = False
+        optimizer = getattr(self.optimizer, "__name__", self.optimizer)
+        raise TrainingDivergedError(
+            f"Training diverged: {what} in epoch {len(self.history)} (lr={self.lr}, "
+            f"optimizer={optimizer}). Lower lr (e.g. lr={self.lr / 10:g}), or rescale "
+            "X and y if their values are very large, and fit again. The estimator "
+            "was reset to unfitted; history_ keeps the losses up to the divergence."
+        )
 
     # -- public API -------------------------------------------------------------
 
@@ -344,6 +390,7 @@ class SparseTokenTransformer(_SparseTokenRegressor):
         self.output_map = output_map
 
     def _check_params(self):
+        super()._check_params()
         check_int(self.pe_dim, "pe_dim")
         check_int(self.max_seq_len, "max_seq_len")
         check_int(self.n_pe_draws, "n_pe_draws")
@@ -451,6 +498,7 @@ class SparseTokenFCN(_SparseTokenRegressor):
         self.n_hidden_layers = n_hidden_layers
 
     def _check_params(self):
+        super()._check_params()
         check_int(self.hidden_width, "hidden_width")
         check_int(self.n_hidden_layers, "n_hidden_layers")
 

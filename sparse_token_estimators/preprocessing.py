@@ -38,7 +38,9 @@ class FlattenTokens(TransformerMixin, BaseEstimator):
             raise ValueError(
                 f"X has seq_len {X.shape[1]} but FlattenTokens was fitted on seq_len "
                 f"{self.seq_len_}; the flattened width would change and the "
-                "downstream estimator would not accept it."
+                "downstream estimator would not accept it. Fit the pipeline on "
+                "sequences of this length, or use SparseTokenTransformer, which "
+                "takes any length."
             )
         return X.reshape(X.shape[0], -1)
 
@@ -51,4 +53,5 @@ class FlattenTokens(TransformerMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.three_d_array = True
         tags.input_tags.two_d_array = False
+        tags.transformer_tags.preserves_dtype = ["float32"]  # the layout's dtype
         return tags

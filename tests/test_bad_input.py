@@ -1,0 +1,288 @@
+"""Bad input against every public entry point.
+
+Each (entry point, bad input) pair must raise ValueError or TypeError whose
+message names the argument and says what to do, before any training starts:
+a spy callback sees no epoch, and a fitted estimator keeps its weights,
+history and sizes.
+"""
+
+import re
+
+import numpy as np
+import pytest
+import scipy.sparse
+import torch
+from skorch.callbacks import Callback
+
+from sparse_token_estimators import (
+    FlattenTokens,
+    SparseTokenFCN,
+    SparseTokenTransformer,
+    make_sparse_selection,
+)
+
+N, T, D = 12, 5, 2
+X_OK, Y_OK = make_sparse_selection(N, T, D, n_selected=2, random_state=0)
+LAYOUT = re.escape("(n_samples, seq_len, token_dim + 1)")
+
+
+class Spy(Callback):
+    """Records every training event skorch sends."""
+
+    def initialize(self):
+        self.events = []
+        return self
+
+    def on_train_begin(self, net, **kwargs):
+        self.events.append("train_begin")
+
+    def on_epoch_begin(self, net, **kwargs):
+        self.events.append("epoch_begin")
+
+    def on_batch_begin(self, net, **kwargs):
+        self.events.append("batch_begin")
+
+
+def with_x(edit):
+    return lambda: (edit(X_OK.copy()), Y_OK)
+
+
+def set_at(value, where=(2, 1, 0), dtype=None):
+    def edit(X):
+        X = X.astype(dtype) if dtype else X
+        X[where] = value
+        return X
+    return edit
+
+
+def other_len(seq_len):
+    return make_sparse_selection(N, seq_len, D, n_selected=2, random_state=1)
+
+
+# name -> (make (X, y), pattern: the argument and the fix, which entry points)
+X_ALL, Y_ROLE, FITTED = "X", "y", "fitted"
+BAD = {
+    "X-nan": (with_x(set_at(np.nan)), r"X contains NaN or infinity.*drop or repair", X_ALL),
+    "X-inf": (with_x(set_at(np.inf)), r"X contains NaN or infinity.*drop or repair", X_ALL),
+    "X--inf": (with_x(set_at(-np.inf)), r"X contains NaN or infinity.*drop or repair", X_ALL),
+    "X-beyond-float32": (with_x(set_at(1e39, dtype=np.float64)),
+                         r"X contains NaN or infinity.*float32 range", X_ALL),
+    "X-none": (lambda: (None, Y_OK), rf"X is required: an array of shape {LAYOUT}", X_ALL),
+    "X-scalar": (lambda: (1.0, Y_OK), r"X must be a 3-D array.*X\[np.newaxis\]", X_ALL),
+    "X-1d": (lambda: (X_OK[0, 0], Y_OK), r"X must be a 3-D array.*X\[np.newaxis\]", X_ALL),
+    "X-2d": (lambda: (X_OK[0], Y_OK), r"X must be a 3-D array.*X\[np.newaxis\]", X_ALL),
+    "X-4d": (lambda: (X_OK[None], Y_OK), rf"X must be a 3-D array of shape {LAYOUT}", X_ALL),
+    "X-empty": (lambda: (X_OK[:0], Y_OK[:0]), r"X has 0 samples.*pass at least one", X_ALL),
+    "X-no-positions": (lambda: (X_OK[:, :0], Y_OK), r"seq_len >= 1.*last axis holds", X_ALL),
+    "X-no-token-channel": (lambda: (X_OK[..., -1:], Y_OK), r"token_dim >= 1.*last axis holds",
+                           X_ALL),
+    "X-strings": (lambda: (X_OK.astype(str), Y_OK),
+                  rf"X must be a numeric array of shape {LAYOUT}.*numeric", X_ALL),
+    "X-object-with-string": (with_x(set_at("a", dtype=object)), rf"X must be a numeric array of shape {LAYOUT}",
+                             X_ALL),
+    "X-object-with-None": (with_x(set_at(None, dtype=object)), r"X contains NaN.*drop or repair", X_ALL),
+    "X-object-with-dict": (with_x(set_at({}, dtype=object)), rf"X must be a numeric array of shape {LAYOUT}",
+                           X_ALL),
+    "X-complex": (lambda: (X_OK + 0j, Y_OK), r"X must be a numeric array.*Complex", X_ALL),
+    "X-sparse": (lambda: (scipy.sparse.csr_matrix(X_OK[:, :, 0]), Y_OK),
+                 r"X must be a numeric array.*toarray", X_ALL),
+    "X-ragged-list": (lambda: ([X_OK[0], X_OK[1, :3]], Y_OK[:2]),
+                      rf"X must be a numeric array of shape {LAYOUT}", X_ALL),
+    "X-indicator-half": (with_x(set_at(0.5, (0, 0, -1))),
+                         r"indicator.*only 0.0 and 1.0.*Append the indicator", X_ALL),
+    "X-indicator-two": (with_x(set_at(2.0, (0, 0, -1))),
+                        r"indicator.*only 0.0 and 1.0.*Append the indicator", X_ALL),
+    "X-indicator-negative": (with_x(set_at(-1.0, (0, 0, -1))),
+                             r"indicator.*only 0.0 and 1.0.*Append the indicator", X_ALL),
+    "X-no-selected-token": (with_x(set_at(0.0, (4, slice(None), -1))),
+                            r"1 sample\(s\) of X select no token \(e.g. sample 4\).*Set the "
+                            r"indicator", X_ALL),
+    "X-other-token_dim": (lambda: make_sparse_selection(N, T, D + 1, 2, random_state=1),
+                          r"X has token_dim 3.*fitted with token_dim 2.*Pass tokens of the "
+                          r"dimension seen in fit", FITTED),
+    "y-none": (lambda: (X_OK, None), r"y is required: an array of shape \(n_samples, token_dim\)",
+               Y_ROLE),
+    "y-too-short": (lambda: (X_OK, Y_OK[:-1]), r"y must have shape \(n_samples, token_dim\) = "
+                    r"\(12, 2\).*got \(11, 2\)", Y_ROLE),
+    "y-too-long": (lambda: (X_OK, np.vstack([Y_OK, Y_OK])), r"y must have shape .* = \(12, 2\)",
+                   Y_ROLE),
+    "y-1d": (lambda: (X_OK, Y_OK[:, 0]), r"y must have shape .* = \(12, 2\).*got \(12,\)", Y_ROLE),
+    "y-3d": (lambda: (X_OK, Y_OK[..., None]), r"y must have shape .* = \(12, 2\)", Y_ROLE),
+    "y-other-token_dim": (lambda: (X_OK, np.hstack([Y_OK, Y_OK])),
+                          r"y must have shape .* = \(12, 2\).*got \(12, 4\)", Y_ROLE),
+    "y-empty": (lambda: (X_OK, Y_OK[:0]), r"y must have shape .* = \(12, 2\)", Y_ROLE),
+    "y-nan": (lambda: (X_OK, np.where(np.arange(N)[:, None] == 3, np.nan, Y_OK)),
+              r"y contains NaN or infinity in 1 sample\(s\) \(e.g. sample 3.*drop or repair",
+              Y_ROLE),
+    "y-inf": (lambda: (X_OK, np.full_like(Y_OK, np.inf)), r"y contains NaN or infinity.*drop",
+              Y_ROLE),
+    "y-strings": (lambda: (X_OK, Y_OK.astype(str)),
+                  r"y must be a numeric array of shape \(n_samples, token_dim\)", Y_ROLE),
+}
+
+# Unsupported lengths: (entry points, make (X, y), pattern)
+SEQ_LEN = {
+    "fcn-other-seq_len": (
+        ["fcn.predict", "fcn.score", "fcn.partial_fit"], lambda: other_len(T + 2),
+        r"X has seq_len 7, but this SparseTokenFCN was fitted on seq_len 5.*Use "
+        r"SparseTokenTransformer"),
+    "fixed-beyond-max_seq_len": (
+        ["fixed.fit", "fixed.predict", "fixed.score", "fixed.predict_attention",
+         "fixed.partial_fit"], lambda: other_len(20),
+        r"X has seq_len 20 but the fixed positional encoding has only max_seq_len=16.*Refit "
+        r"with max_seq_len >= 20, or use positional_encoding='stochastic'"),
+    "flatten-other-seq_len": (
+        ["flatten.transform"], lambda: other_len(T + 2),
+        r"X has seq_len 7 but FlattenTokens was fitted on seq_len 5.*use SparseTokenTransformer"),
+}
+
+MAKERS = {
+    "stochastic": lambda: SparseTokenTransformer(pe_dim=8, max_epochs=1, batch_size=8,
+                                                 random_state=0),
+    "fixed": lambda: SparseTokenTransformer(pe_dim=8, positional_encoding="fixed",
+                                            max_seq_len=16, max_epochs=1, batch_size=8,
+                                            random_state=0),
+    "fcn": lambda: SparseTokenFCN(hidden_width=8, max_epochs=1, batch_size=8, random_state=0),
+}
+METHODS = ["fit", "partial_fit", "predict", "score", "predict_attention"]
+ENTRY_POINTS = [f"{est}.{m}" for est in MAKERS for m in METHODS
+                if m != "predict_attention" or est != "fcn"]
+ENTRY_POINTS += ["flatten.fit", "flatten.transform"]
+
+
+def applies(role, entry):
+    method = entry.split(".")[1]
+    if role == Y_ROLE:
+        return method in ("fit", "partial_fit", "score") and not entry.startswith("flatten")
+    if role == FITTED:  # refitting with another token_dim is legal
+        return method != "fit"
+    return True
+
+
+def cases():
+    for entry in ENTRY_POINTS:
+        for name, (make, pattern, role) in BAD.items():
+            if applies(role, entry):
+                yield pytest.param(entry, make, pattern, id=f"{entry}-{name}")
+    for name, (entries, make, pattern) in SEQ_LEN.items():
+        for entry in entries:
+            yield pytest.param(entry, make, pattern, id=f"{entry}-{name}")
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    torch.set_num_threads(1)
+    ests = {name: make().set_params(callbacks=[("spy", Spy())]).fit(X_OK, Y_OK)
+            for name, make in MAKERS.items()}
+    ests["flatten"] = FlattenTokens().fit(X_OK)
+    return ests
+
+
+def snapshot(est):
+    """Everything a failed call must leave alone."""
+    state = {k: v for k, v in vars(est).items() if k.endswith("_") and not k.startswith("_")}
+    if hasattr(est, "module_"):
+        state["weights"] = {k: v.clone() for k, v in est.module_.state_dict().items()}
+        state["history_len"] = len(est.history)
+        state["events"] = list(dict(est.callbacks_)["spy"].events)
+        state["module_id"] = id(est.module_)
+    return state
+
+
+def assert_unchanged(before, after):
+    assert before.keys() == after.keys()
+    for key, value in before.items():
+        if key == "weights":
+            assert all(torch.equal(value[k], after[key][k]) for k in value)
+        elif key in ("history_", "callbacks_", "module_", "optimizer_", "criterion_",
+                     "torch_rng_", "virtual_params_"):
+            continue  # compared through weights / history_len / events / module_id
+        else:
+            assert value == after[key], key
+
+
+@pytest.mark.parametrize("entry, make, pattern", list(cases()))
+def test_bad_input_is_refused_before_training(entry, make, pattern, fitted):
+    est_name, method = entry.split(".")
+    X, y = make()
+    est = fitted[est_name]
+    before = snapshot(est)
+    args = (X,) if method in ("predict", "predict_attention", "transform") else (X, y)
+    with pytest.raises((ValueError, TypeError)) as info:
+        getattr(est, method)(*args)
+    assert re.search(pattern, str(info.value), flags=re.S), str(info.value)
+    assert_unchanged(before, snapshot(est))
+
+
+@pytest.mark.parametrize("est_name", list(MAKERS))
+@pytest.mark.parametrize("kind", ["X-nan", "X-2d", "X-no-selected-token", "y-too-short"])
+def test_unfitted_estimator_stays_unfitted(est_name, kind):
+    # On a fresh estimator nothing is built either: no module, no epoch.
+    spy = Spy()
+    est = MAKERS[est_name]().set_params(callbacks=[("spy", spy)])
+    X, y = BAD[kind][0]()
+    with pytest.raises(ValueError):
+        est.fit(X, y)
+    assert not hasattr(est, "module_") and not est.initialized_
+    assert not hasattr(spy, "events") or spy.events == []
+
+
+PARAMS = {
+    "stochastic": [("pe_dim", 0, "pe_dim must be an integer >= 1"),
+                   ("pe_dim", "64", "pe_dim must be an integer >= 1"),
+                   ("n_pe_draws", 0, "n_pe_draws must be an integer >= 1"),
+                   ("max_seq_len", 0, "max_seq_len must be an integer >= 1"),
+                   ("positional_encoding", "learned",
+                    "positional_encoding must be 'stochastic' or 'fixed'"),
+                   ("lr", float("nan"), r"lr \(the learning rate\) must be finite"),
+                   ("lr", float("inf"), r"lr \(the learning rate\) must be finite"),
+                   ("lr", -0.1, r"lr \(the learning rate\) must be finite and >= 0"),
+                   ("lr", "fast", r"lr \(the learning rate\) must be a number"),
+                   ("random_state", "a", r"random_state must be None, an int"),
+                   ("random_state", -1, r"random_state must be None, an int in \[0, 2\*\*32"),
+                   ("device", "tpu", "device must be 'auto', 'cpu', 'cuda' or 'cuda:N'")],
+    "fcn": [("hidden_width", 0, "hidden_width must be an integer >= 1"),
+            ("hidden_width", 2.5, "hidden_width must be an integer >= 1"),
+            ("n_hidden_layers", 0, "n_hidden_layers must be an integer >= 1"),
+            ("lr", float("nan"), r"lr \(the learning rate\) must be finite")],
+}
+if not torch.cuda.is_available():
+    PARAMS["fcn"].append(("device", "cuda", "no CUDA GPU is available; use device='auto'"))
+
+
+@pytest.mark.parametrize("est_name, param, value, pattern",
+                         [(e, *case) for e, cs in PARAMS.items() for case in cs])
+def test_bad_parameters_are_refused_at_fit(est_name, param, value, pattern):
+    spy = Spy()
+    est = MAKERS[est_name]().set_params(callbacks=[("spy", spy)], **{param: value})
+    with pytest.raises((ValueError, TypeError), match=pattern):
+        est.fit(X_OK, Y_OK)
+    assert not hasattr(est, "module_")
+    assert not hasattr(spy, "events") or spy.events == []
+
+
+GENERATOR = [
+    (dict(n_samples=0), ValueError, "n_samples must be an integer >= 1; got 0"),
+    (dict(n_samples=-3), ValueError, "n_samples must be an integer >= 1; got -3"),
+    (dict(n_samples=2.5), TypeError, "n_samples must be an integer >= 1; got 2.5 of type float"),
+    (dict(n_samples="10"), TypeError, "n_samples must be an integer"),
+    (dict(n_samples=None), TypeError, "n_samples must be an integer"),
+    (dict(n_samples=np.nan), TypeError, "n_samples must be an integer"),
+    (dict(seq_len=0), ValueError, "seq_len must be an integer >= 1"),
+    (dict(seq_len=True), TypeError, "seq_len must be an integer"),
+    (dict(token_dim=0), ValueError, "token_dim must be an integer >= 1"),
+    (dict(token_dim=[2]), TypeError, "token_dim must be an integer"),
+    (dict(n_selected=0), ValueError, "n_selected must be an integer >= 1"),
+    (dict(n_selected=6), ValueError,
+     "n_selected must be between 1 and seq_len=5; got 6. Select fewer tokens or use longer"),
+    (dict(random_state="seed"), TypeError, "random_state must be None, an int, a numpy"),
+    (dict(random_state=1.5), TypeError, "random_state must be None, an int, a numpy"),
+]
+
+
+@pytest.mark.parametrize("bad, error, pattern", GENERATOR,
+                         ids=[f"{k}={v!r}" for (b, _, _) in GENERATOR for k, v in b.items()])
+def test_generator_refuses_bad_arguments(bad, error, pattern):
+    args = dict(n_samples=4, seq_len=5, token_dim=2, n_selected=2, random_state=0)
+    with pytest.raises(error, match=re.escape(pattern)):
+        make_sparse_selection(**{**args, **bad})

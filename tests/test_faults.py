@@ -1,0 +1,243 @@
+"""Training faults: divergence, interruption, pickling, continued training."""
+
+import pickle
+import warnings
+
+import joblib
+import numpy as np
+import pytest
+import torch
+from numpy.testing import assert_array_equal
+from skorch.callbacks import Callback
+from sklearn.exceptions import FitFailedWarning, NotFittedError
+from sklearn.model_selection import GridSearchCV
+
+from sparse_token_estimators import (
+    SparseTokenFCN,
+    SparseTokenTransformer,
+    TrainingDivergedError,
+    make_sparse_selection,
+)
+
+X, Y = make_sparse_selection(48, 5, 2, n_selected=2, random_state=0)
+MAKERS = {
+    "transformer": lambda **kw: SparseTokenTransformer(
+        **{"pe_dim": 8, "n_pe_draws": 2, "max_epochs": 2, "batch_size": 16,
+           "random_state": 0, **kw}),
+    "fcn": lambda **kw: SparseTokenFCN(
+        **{"hidden_width": 16, "max_epochs": 2, "batch_size": 16, "random_state": 0, **kw}),
+}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    torch.set_num_threads(1)
+
+
+def weights(est):
+    return {k: v.detach().clone() for k, v in est.module_.state_dict().items()}
+
+
+def assert_same_weights(a, b):
+    wa, wb = weights(a), weights(b)
+    assert wa.keys() == wb.keys()
+    for name in wa:
+        assert torch.equal(wa[name], wb[name]), name
+
+
+# -- divergence ---------------------------------------------------------------
+
+# An absurd learning rate: the first step sends the weights to ~1e29 and the
+# next loss overflows. The transformer without its output map cannot diverge
+# (its prediction is an average of tokens), so it is tested with the map.
+DIVERGING = {
+    "fcn": lambda: MAKERS["fcn"](lr=1e30, optimizer=torch.optim.SGD, max_epochs=3),
+    "transformer-output_map": lambda: MAKERS["transformer"](
+        lr=1e30, optimizer=torch.optim.SGD, output_map=True, max_epochs=3),
+}
+
+
+@pytest.mark.parametrize("name", list(DIVERGING))
+def test_divergence_stops_training_with_a_clear_error(name):
+    est = DIVERGING[name]()
+    with pytest.raises(TrainingDivergedError) as info:
+        est.fit(X, Y)
+    message = str(info.value)
+    assert "Training diverged: the training loss became" in message
+    assert "lr=1e+30, optimizer=SGD" in message  # what happened, with what
+    assert "Lower lr (e.g. lr=1e+29)" in message  # what to change
+    # No model that predicts NaN is left behind: the estimator is unfitted...
+    assert not est.initialized_
+    with pytest.raises(NotFittedError):
+        est.predict(X)
+    # ... stopped at once (epoch 1 of 3), its history kept for diagnosis ...
+    assert len(est.history_) == 1
+    assert not np.isfinite(est.history_[-1, "batches", -1, "train_loss"])
+    # ... and usable: with a sane lr it fits again.
+    assert est.get_params()["lr"] == 1e30
+    est.set_params(lr=0.01).fit(X, Y)
+    assert np.isfinite(est.predict(X)).all()
+
+
+class PoisonLastStep(Callback):
+    """Breaks the weights after the last step, where no loss would show it."""
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        last = len(net.history) == net.max_epochs and len(net.history[-1, "batches"]) == 3
+        if training and last:
+            with torch.no_grad():
+                next(net.module_.parameters()).fill_(float("inf"))
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_weights_broken_by_the_last_step_are_caught(name):
+    est = MAKERS[name](callbacks=[("poison", PoisonLastStep())])
+    with pytest.raises(TrainingDivergedError, match="the weights became NaN or infinite in epoch 2"):
+        est.fit(X, Y)
+    with pytest.raises(NotFittedError):
+        est.predict(X)
+
+
+def test_divergence_while_continuing_leaves_no_nan_model():
+    est = MAKERS["fcn"](warm_start=True, optimizer=torch.optim.SGD).fit(X, Y)
+    est.set_params(lr=1e30)
+    with pytest.raises(TrainingDivergedError):
+        est.fit(X, Y)
+    with pytest.raises(NotFittedError):
+        est.predict(X)
+    est.set_params(lr=0.01).partial_fit(X, Y)
+    assert np.isfinite(est.predict(X)).all()
+
+
+def test_search_survives_a_diverging_candidate():
+    # A long search must not die on one bad candidate: scikit-learn records
+    # error_score for it and refits the best one.
+    search = GridSearchCV(
+        MAKERS["fcn"](optimizer=torch.optim.SGD),
+        {"lr": [1e30, 0.01]}, cv=2, error_score=np.nan,
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        search.fit(X, Y)
+    assert any(issubclass(w.category, FitFailedWarning) for w in caught)
+    assert np.isnan(search.cv_results_["mean_test_score"][0])
+    assert search.best_params_ == {"lr": 0.01}
+    assert np.isfinite(search.predict(X)).all()
+
+
+# -- interruption ---------------------------------------------------------------
+
+
+class Interrupt(Callback):
+    """Raises KeyboardInterrupt (Ctrl-C) after ``epochs`` epochs and ``batches`` batches."""
+
+    def __init__(self, epochs, batches=None):
+        self.epochs = epochs
+        self.batches = batches
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if self.batches is not None and len(net.history) == self.epochs + 1 \
+                and len(net.history[-1, "batches"]) == self.batches:
+            raise KeyboardInterrupt
+
+    def on_epoch_end(self, net, **kwargs):
+        if self.batches is None and len(net.history) == self.epochs:
+            raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_interrupt_between_epochs_keeps_the_trained_epochs(name):
+    est = MAKERS[name](max_epochs=5, callbacks=[("stop", Interrupt(epochs=2))])
+    assert est.fit(X, Y) is est  # skorch catches the KeyboardInterrupt
+    assert len(est.history_) == 2
+    # exactly the model of a 2-epoch fit: usable as is
+    two = MAKERS[name](max_epochs=2).fit(X, Y)
+    assert_same_weights(est, two)
+    assert_array_equal(est.predict(X), two.predict(X))
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_interrupt_mid_epoch_leaves_a_usable_estimator(name):
+    est = MAKERS[name](max_epochs=3, callbacks=[("stop", Interrupt(epochs=1, batches=1))])
+    est.fit(X, Y)
+    assert len(est.history_) == 2 and len(est.history_[-1, "batches"]) == 1
+    assert np.isfinite(est.predict(X)).all()
+    est.set_params(callbacks=[]).partial_fit(X, Y)  # continue where it stopped
+    assert len(est.history_) == 5
+    assert np.isfinite(est.predict(X)).all()
+
+
+# -- pickling (the CPU half; tests/test_gpu.py has the GPU half) ----------------
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+@pytest.mark.parametrize("dump, load", [(pickle.dumps, pickle.loads),
+                                        (None, None)], ids=["pickle", "joblib"])
+def test_fitted_model_round_trips_with_identical_predictions(name, dump, load, tmp_path):
+    est = MAKERS[name]().fit(X, Y)
+    if dump is None:
+        joblib.dump(est, tmp_path / "model.joblib")
+        loaded = joblib.load(tmp_path / "model.joblib")
+    else:
+        loaded = load(dump(est))
+    assert loaded.get_params()["device"] == "auto"
+    assert_same_weights(loaded, est)
+    assert_array_equal(loaded.predict(X), est.predict(X))
+    if hasattr(est, "predict_attention"):
+        assert_array_equal(loaded.predict_attention(X), est.predict_attention(X))
+    # the training generator travels too: both continue the same way
+    assert_array_equal(loaded.partial_fit(X, Y).predict(X), est.partial_fit(X, Y).predict(X))
+
+
+def test_unfitted_model_pickles():
+    loaded = pickle.loads(pickle.dumps(MAKERS["transformer"]()))
+    assert not loaded.initialized_
+    assert_array_equal(loaded.fit(X, Y).predict(X), MAKERS["transformer"]().fit(X, Y).predict(X))
+
+
+# -- continued training -------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_warm_start_continues_instead_of_restarting(name):
+    warm = MAKERS[name](max_epochs=1, warm_start=True)
+    module = warm.fit(X, Y).module_
+    warm.fit(X, Y)
+    assert warm.module_ is module and len(warm.history_) == 2
+    # two warm fits of one epoch are one fit of two epochs, step for step
+    assert_same_weights(warm, MAKERS[name](max_epochs=2).fit(X, Y))
+    # without warm_start, fit restarts: two fits are one fit
+    cold = MAKERS[name](max_epochs=1)
+    cold.fit(X, Y)
+    cold.fit(X, Y)
+    assert len(cold.history_) == 1
+    assert_same_weights(cold, MAKERS[name](max_epochs=1).fit(X, Y))
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_partial_fit_continues_and_the_loss_keeps_falling(name):
+    est = MAKERS[name](max_epochs=1)
+    losses = [est.partial_fit(X, Y).history_[-1, "train_loss"] for _ in range(4)]
+    assert len(est.history_) == 4
+    assert losses[-1] < losses[0]
+    assert_same_weights(est, MAKERS[name](max_epochs=4).fit(X, Y))
+
+
+def test_continuing_with_another_token_dim_is_refused_and_harmless():
+    est = MAKERS["transformer"](warm_start=True).fit(X, Y)
+    before, n_epochs = weights(est), len(est.history_)
+    X3, y3 = make_sparse_selection(16, 5, 3, 2, random_state=1)
+    for call in (est.fit, est.partial_fit):
+        with pytest.raises(ValueError, match="fitted with token_dim 2"):
+            call(X3, y3)
+    assert len(est.history_) == n_epochs
+    assert all(torch.equal(before[k], v) for k, v in weights(est).items())
+
+
+def test_transformer_continues_on_longer_sequences():
+    # The stochastic encoding takes any length, also when training continues.
+    est = MAKERS["transformer"]().fit(X, Y)
+    X_long, y_long = make_sparse_selection(48, 10, 2, 2, random_state=1)
+    est.partial_fit(X_long, y_long)
+    assert len(est.history_) == 4 and est.seq_len_ == 5
+    assert np.isfinite(est.predict(X_long)).all()
