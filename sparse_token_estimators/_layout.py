@@ -53,6 +53,7 @@ def check_tokens(X, *, token_dim=None):
     Returns
     -------
     X : ndarray of shape (n_samples, seq_len, token_dim + 1), float32
+        C-contiguous (a copy only where ``X`` was not already).
     """
     if hasattr(X, "detach"):  # a torch tensor: validate a host copy
         X = X.detach().cpu().numpy()
@@ -71,7 +72,8 @@ def check_tokens(X, *, token_dim=None):
             f"X must have shape {LAYOUT} with seq_len >= 1 and token_dim >= 1; "
             f"got shape {X.shape}."
         )
-    X = np.asarray(X, dtype=np.float32)
+    # contiguous: torch.as_tensor refuses negative strides (e.g. X[::-1])
+    X = np.ascontiguousarray(X, dtype=np.float32)
     if token_dim is not None and X.shape[2] - 1 != token_dim:
         raise ValueError(
             f"X has token_dim {X.shape[2] - 1} (last axis {X.shape[2]}), but the "
@@ -115,4 +117,4 @@ def check_target(y, X):
             f"y must have shape (n_samples, token_dim) = {expected} to match X "
             f"of shape {X.shape}; got {y.shape}.{hint}"
         )
-    return np.asarray(y, dtype=np.float32)
+    return np.ascontiguousarray(y, dtype=np.float32)
