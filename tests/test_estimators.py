@@ -19,6 +19,7 @@ from sparse_token_estimators import (
     SparseTokenTransformer,
     make_sparse_selection,
 )
+from sparse_token_estimators.estimators import resolve_device
 from sparse_token_estimators.modules import SparseTokenAttention
 
 ESTIMATORS = {
@@ -368,6 +369,18 @@ def test_cuda_without_a_gpu_raises_a_clear_error(device, tiny_task):
     est = SparseTokenTransformer(pe_dim=8, max_epochs=1, device=device)
     with pytest.raises(ValueError, match="no CUDA GPU is available.*device='cpu'"):
         est.fit(*tiny_task)
+
+
+def test_device_resolution_with_gpus(monkeypatch):
+    # what "auto" and "cuda:N" do on a machine with one GPU, without needing one
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert resolve_device("auto") == "cuda"
+    assert resolve_device("cuda:0") == "cuda:0" and resolve_device("cpu") == "cpu"
+    with pytest.raises(ValueError, match="only 1 CUDA GPU"):
+        resolve_device("cuda:1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == "cpu"
 
 
 def test_unknown_device_raises(tiny_task):
