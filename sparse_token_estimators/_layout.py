@@ -55,8 +55,9 @@ def _as_float32(value, name, layout):
         kind = TypeError if isinstance(exc, TypeError) else ValueError
         reason = str(exc).splitlines()[0]
         raise kind(f"{name} must be a numeric array of shape {layout}: {reason}") from exc
+    # contiguous: torch.as_tensor refuses negative strides (e.g. X[::-1])
     with np.errstate(over="ignore"):  # overflow to inf is reported by _check_finite
-        return array.astype(np.float32, copy=False)
+        return np.ascontiguousarray(array, dtype=np.float32)
 
 
 def _check_finite(array, name, fix):
@@ -84,6 +85,7 @@ def check_tokens(X, *, token_dim=None):
     Returns
     -------
     X : ndarray of shape (n_samples, seq_len, token_dim + 1), float32
+        C-contiguous (a copy only where ``X`` was not already).
     """
     X = _as_float32(X, "X", LAYOUT)
     if X.ndim != 3:

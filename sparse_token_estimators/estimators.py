@@ -54,15 +54,21 @@ def resolve_device(device):
     if device is None:
         return device
     try:
-        kind = torch.device(device).type
+        parsed = torch.device(device)
     except (RuntimeError, TypeError) as exc:
         raise ValueError(
             f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N'; got {device!r}."
         ) from exc
-    if kind == "cuda" and not torch.cuda.is_available():
+    if parsed.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(
             f"device={device!r} was requested but no CUDA GPU is available; use "
             "device='auto' (GPU when present) or device='cpu'."
+        )
+    if parsed.type == "cuda" and (parsed.index or 0) >= torch.cuda.device_count():
+        raise ValueError(
+            f"device={device!r} was requested but only {torch.cuda.device_count()} "
+            "CUDA GPU(s) are visible, numbered from 0; use device='cuda' or "
+            "device='cuda:N' with N below that count."
         )
     return device
 
