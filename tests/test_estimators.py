@@ -488,8 +488,8 @@ def _bad_X(kind):
 
 
 BAD_X = {
-    "nan": "Input X contains NaN",
-    "inf": "Input X contains infinity",
+    "nan": r"X contains NaN or infinity in 1 sample\(s\)",
+    "inf": r"X contains NaN or infinity in 1 sample\(s\)",
     "2d": r"X must be a 3-D array of shape \(n_samples, seq_len, token_dim \+ 1\)",
     "4d": "X must be a 3-D array",
     "indicator": r"selection indicator and must hold only 0.0 and 1.0; found \[0.5\]",
@@ -532,7 +532,7 @@ def test_another_token_dim_at_predict(fitted, tiny_task):
     (lambda y: y[:-1], r"y must have shape \(n_samples, token_dim\) = \(20, 4\).*got \(19, 4\)"),
     (lambda y: y[:, :3], r"= \(20, 4\).*got \(20, 3\)"),
     (lambda y: y[:, 0], r"got \(20,\)"),
-    (lambda y: np.where(np.arange(4) == 2, np.nan, y), "Input y contains NaN"),
+    (lambda y: np.where(np.arange(4) == 2, np.nan, y), r"y contains NaN or infinity"),
     (lambda y: None, "y is required"),
 ])
 def test_bad_y_at_fit_and_score(make_y, match, fitted_fcn):
