@@ -8,7 +8,7 @@ size, optimiser and learning rate on the same data:
   permutation, no per-batch synchronisation;
 - ``estimator``: ``SparseTokenTransformer.fit`` / ``SparseTokenFCN.fit``
   (the package's path: tensors on the device, ``TensorBatches``);
-- ``estimator, DataLoader``: the same estimator with
+- ``estimator (DataLoader)``: the same estimator with
   ``iterator_train=DataLoader`` (skorch's default iterator, one
   ``__getitem__`` per sample);
 - ``skorch defaults``: a plain ``skorch.NeuralNetRegressor`` over the same
@@ -94,12 +94,15 @@ def skorch_defaults(model, *, epochs, batch_size, device):
     )
 
 
+CASES = ("hand loop", "estimator", "estimator (DataLoader)", "skorch defaults")
+
+
 def fit_cases(model, X, y, *, epochs, batch_size, device):
     size = {"epochs": epochs, "batch_size": batch_size, "device": device}
     return {
         "hand loop": lambda: hand_loop(model, X, y, **size),
         "estimator": lambda: estimator(model, **size).fit(X, y),
-        "estimator, DataLoader": lambda: estimator(
+        "estimator (DataLoader)": lambda: estimator(
             model, **size, iterator_train=DataLoader, iterator_valid=DataLoader).fit(X, y),
         "skorch defaults": lambda: skorch_defaults(model, **size).fit(X, y),
     }
@@ -111,41 +114,50 @@ def main():
     p.add_argument("--epochs", type=int, default=None)
     p.add_argument("--batch-size", type=int, default=None,
                    help="default 256 on the CPU, 4096 on a GPU")
+    p.add_argument("--cases", default=",".join(CASES),
+                   help=f"comma-separated subset of: {', '.join(CASES)} (the hand loop "
+                        "always runs)")
+    p.add_argument("--skip-threads", action="store_true",
+                   help="leave out the table of fit time against torch threads (CPU)")
     args = p.parse_args()
-    repeats = common.setup(args, repeats=5, quick_repeats=3)
     on_gpu = args.device.startswith("cuda")
+    repeats = common.setup(args, repeats=3 if on_gpu else 5, quick_repeats=3)
     if args.n_samples is None:
         args.n_samples = {(False, False): 20000, (False, True): 8000,
-                          (True, False): 200000, (True, True): 100000}[on_gpu, args.quick]
+                          (True, False): 100000, (True, True): 50000}[on_gpu, args.quick]
     args.epochs = args.epochs or (2 if args.quick else 3)
     args.batch_size = args.batch_size or (4096 if on_gpu else 256)
+    cases = {"hand loop", *(c.strip() for c in args.cases.split(","))}
+    if not cases <= set(CASES):
+        p.error(f"--cases: unknown {sorted(cases - set(CASES))}; choose from {CASES}")
     X, y = make_sparse_selection(args.n_samples, SEQ_LEN, TOKEN_DIM, N_SELECTED,
                                  random_state=0)
     size = {"epochs": args.epochs, "batch_size": args.batch_size, "device": args.device}
 
     rows = []
     for model in MODELS:
-        times = common.compare(fit_cases(model, X, y, **size), repeats=repeats,
-                               device=args.device)
+        chosen = {name: fit for name, fit in fit_cases(model, X, y, **size).items()
+                  if name in cases}
+        times = common.compare(chosen, repeats=repeats, device=args.device)
         for case in times:
             wall = common.median(times, case)
             rows.append({
                 "model": model, "case": case, "seconds": wall,
                 "samples/s": args.n_samples * args.epochs / wall,
                 "time vs hand loop": common.ratio(times, case, "hand loop"),
+                "throughput vs hand loop": 1 / common.ratio(times, case, "hand loop"),
                 "CPU time vs hand loop": common.ratio(times, case, "hand loop", "cpu"),
                 "times": times[case],
             })
     columns = ["model", "case", "seconds", "samples/s", "time vs hand loop"]
-    if not on_gpu:
-        columns.append("CPU time vs hand loop")
+    columns.append("throughput vs hand loop" if on_gpu else "CPU time vs hand loop")
     common.print_table(
         f"Fit time, {args.n_samples} samples, T={SEQ_LEN}, d={TOKEN_DIM}, "
         f"{args.epochs} epochs, batch {args.batch_size}, {args.device}, "
         f"{args.threads} thread(s); median of {repeats}", columns, rows)
 
     thread_rows = []
-    if not on_gpu:
+    if not on_gpu and not args.skip_threads:
         counts = list(range(1, min(os.cpu_count(), 4) + 1))
         for model in MODELS:
             cases = {}
@@ -167,7 +179,7 @@ def main():
             f"Estimator fit time against torch threads ({os.cpu_count()} cores)",
             ["model", "torch threads", "seconds", "time vs 1 thread"], thread_rows)
 
-    common.write_json(args, f"fit_{args.device.split(':')[0]}",
+    common.write_json(args, f"fit_{args.device.split(':')[0]}_batch{args.batch_size}",
                       {"fit": rows, "threads": thread_rows})
 
 

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader, Subset, TensorDataset
 from sparse_token_estimators import SparseTokenFCN, SparseTokenTransformer, make_sparse_selection
 from sparse_token_estimators import _batching
 from sparse_token_estimators._batching import TensorBatches
+from sparse_token_estimators.modules import SparseTokenAttention
 from sparse_token_estimators.positional import random_unit_vectors
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -171,6 +172,23 @@ def test_positional_draws_are_made_where_asked():
     assert torch.allclose(P.norm(dim=-1), torch.ones(3, 5))
     assert P.abs().unique().tolist() == [0.25]  # +-1/sqrt(pe_dim)
     assert 0.3 < (P > 0).float().mean() < 0.7
+
+
+def test_eval_draws_are_reused_without_changing_predictions():
+    torch.manual_seed(0)
+    module = SparseTokenAttention(token_dim=2, pe_dim=8, n_pe_draws=3, eval_seed=5).eval()
+    module.W.data = torch.randn(8, 8)  # W = 0 would attend uniformly whatever the draws
+    fresh = SparseTokenAttention(token_dim=2, pe_dim=8, n_pe_draws=3, eval_seed=5).eval()
+    fresh.load_state_dict(module.state_dict())
+    X = torch.as_tensor(make_sparse_selection(6, 4, 2, random_state=0)[0])
+    X_long = torch.as_tensor(make_sparse_selection(6, 7, 2, random_state=0)[0])
+    with torch.no_grad():
+        first = module.attention(X)
+        assert not torch.allclose(first, torch.full_like(first, 1 / 4))
+        module.attention(X_long)  # another length in between
+        assert torch.equal(module.attention(X), first)
+        assert torch.equal(fresh.attention(X), first)
+        assert torch.equal(module.attention(X[:2]), first[:2])  # shared by the batch
 
 
 @cuda
