@@ -124,10 +124,13 @@ def make_sparse_selection(
         positions = np.tile(np.arange(seq_len), n_samples)
     support = positions.reshape(n_samples, n_selected)
     X[..., token_dim] = selected
-    rows = (np.arange(n_samples)[:, np.newaxis] * seq_len + support).ravel()
-    chosen = X.reshape(-1, token_dim + 1).take(rows, axis=0)[:, :token_dim]
-    chosen = np.ascontiguousarray(chosen).reshape(n_samples, n_selected, token_dim)
-    y = chosen.mean(axis=1, dtype=np.float32)
+    # y: the selected tokens added in position order, then divided by q.
+    positions_of = X.reshape(-1, token_dim + 1)  # one row per (sample, position)
+    first = np.arange(n_samples) * seq_len
+    y = positions_of.take(first + support[:, 0], axis=0)[:, :token_dim].copy()
+    for k in range(1, n_selected):
+        y += positions_of.take(first + support[:, k], axis=0)[:, :token_dim]
+    y /= np.float32(n_selected)
     if return_support:
         return X, y, support
     return X, y

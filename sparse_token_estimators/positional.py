@@ -9,9 +9,7 @@ import math
 import torch
 from torch import nn
 
-# The shifts that move bit k of a 32-bit word into the sign bit.
-_TO_SIGN_BIT = tuple(range(31, -1, -1))
-_SIGN_MASK = -(2**31)
+_SIGN_MASK = -(2**31)  # the sign bit of an int32 / float32
 
 
 def random_unit_vectors(*shape, generator=None, device=None):
@@ -55,7 +53,9 @@ def random_unit_vectors(*shape, generator=None, device=None):
         _SIGN_MASK, -_SIGN_MASK, (-(-size // 32), 1), dtype=torch.int32,
         generator=generator, device=device,
     )  # 32 random signs per word
-    shifts = torch.tensor(_TO_SIGN_BIT, dtype=torch.int32, device=words.device)
+    # Shifting by 31, 30, ..., 0 moves each bit of a word into the sign bit;
+    # made on the device, so that nothing is copied from the host.
+    shifts = torch.arange(31, -1, -1, dtype=torch.int32, device=words.device)
     # Write the float32 bit patterns directly: a random sign bit over the
     # bits of the magnitude. Three integer passes instead of a Gaussian draw.
     bits = (words << shifts).bitwise_and_(_SIGN_MASK)  # (words, 32)
