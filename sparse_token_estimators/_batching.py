@@ -4,22 +4,33 @@ skorch's default ``DataLoader`` fetches and collates one sample at a time,
 which for models this small costs more than the model itself. The estimators
 put ``X`` and ``y`` on the device once per fit (``get_dataset``); this
 iterator then yields batches as tensor slices, in the same order as
-``DataLoader`` with the same ``batch_size``, ``shuffle`` and ``drop_last``.
+``DataLoader`` with the same ``batch_size``, ``shuffle``, ``generator`` and
+``drop_last``, without a per-sample Python call or a host-device copy.
 """
 
 import torch
 from torch.utils.data import DataLoader, Subset, TensorDataset
 
+#: DataLoader arguments that change which samples form a batch, or how they
+#: are combined; given any of them, the iterator hands over to DataLoader.
+_LOADER_ONLY = frozenset({"sampler", "batch_sampler", "collate_fn"})
 
-def _tensors_of(dataset):
-    """The tensors behind a (Subset of a) TensorDataset, or None."""
+
+def _rows_of(dataset):
+    """``(tensors, rows)`` behind a TensorDataset or a (nested) Subset of one.
+
+    ``rows`` indexes the first axis of the tensors (None: all of them, in
+    order); the data itself is never copied. None for any other dataset.
+    """
     if isinstance(dataset, TensorDataset):
-        return dataset.tensors
+        return dataset.tensors, None
     if isinstance(dataset, Subset):
-        inner = _tensors_of(dataset.dataset)
+        inner = _rows_of(dataset.dataset)
         if inner is not None:
-            index = torch.as_tensor(dataset.indices, device=inner[0].device)
-            return tuple(t[index] for t in inner)
+            tensors, rows = inner
+            index = torch.as_tensor(dataset.indices, dtype=torch.long,
+                                    device=tensors[0].device)
+            return tensors, index if rows is None else rows[index]
     return None
 
 
@@ -29,17 +40,25 @@ class TensorBatches:
     Parameters
     ----------
     dataset : TensorDataset or Subset of one
-        One or two tensors (X, and y where known) sharing the first axis. Any
-        other dataset falls back to ``torch.utils.data.DataLoader``.
+        One or two tensors (X, and y where known) sharing the first axis;
+        batches are ``(X_batch, y_batch or None)``. Any other dataset falls
+        back to ``torch.utils.data.DataLoader``.
     batch_size : int
         Samples per batch.
     shuffle : bool, default=False
-        Draw a new permutation every epoch.
+        Draw a new permutation every epoch, as ``DataLoader`` does: with
+        the same ``generator`` state both give the same batches.
     generator : torch.Generator or None
-        Source of the permutation; the estimators pass one seeded from their
-        ``random_state``.
+        Source of the permutation (the global generator when None); the
+        estimators pass one seeded from their ``random_state``. A CUDA
+        generator draws the permutation on the GPU.
     drop_last : bool, default=False
         Drop the last incomplete batch.
+    **loader_kwargs
+        Other ``DataLoader`` arguments. ``sampler``, ``batch_sampler`` and
+        ``collate_fn`` hand the iteration over to ``DataLoader``; the rest
+        (``num_workers``, ``pin_memory``, ...) have nothing to do when the
+        data already sits on the device in one tensor, and are ignored.
 
     Examples
     --------
@@ -58,29 +77,54 @@ class TensorBatches:
         self.generator = generator
         self.drop_last = drop_last
         self.loader_kwargs = loader_kwargs
-        self.tensors = _tensors_of(dataset)
 
     def __len__(self):
         n = len(self.dataset)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self):
-        if self.tensors is None:
+        source = None if _LOADER_ONLY & self.loader_kwargs.keys() else _rows_of(self.dataset)
+        if source is None or len(source[0]) > 2:
             yield from DataLoader(
                 self.dataset, batch_size=self.batch_size, shuffle=self.shuffle,
                 generator=self.generator, drop_last=self.drop_last, **self.loader_kwargs,
             )
             return
-        X, y = self.tensors if len(self.tensors) == 2 else (self.tensors[0], None)
-        n = X.shape[0]
-        order = None
-        if self.shuffle:
-            device = self.generator.device if self.generator is not None else X.device
-            order = torch.randperm(n, generator=self.generator, device=device).to(X.device)
+        tensors, rows = source
+        n = len(self.dataset)
+        order = self._order(n)
+        if order is not None:
+            order = order.to(tensors[0].device)
+            rows = order if rows is None else rows[order]
         stop = n - n % self.batch_size if self.drop_last else n
         for start in range(0, stop, self.batch_size):
-            if order is None:
-                index = slice(start, start + self.batch_size)
-            else:
-                index = order[start:start + self.batch_size]
-            yield X[index], (None if y is None else y[index])
+            if rows is None:  # in order: views, no copy
+                batch = [t[start:start + self.batch_size] for t in tensors]
+            else:  # index_select gathers rows several times faster than t[index]
+                index = rows[start:start + self.batch_size]
+                batch = [t.index_select(0, index) for t in tensors]
+            yield (batch[0], batch[1] if len(batch) == 2 else None)
+        if self.shuffle and self.generator is not None:
+            # RandomSampler ends every epoch with a permutation it never uses.
+            torch.randperm(n, generator=self.generator, device=self.generator.device)
+
+    def _order(self, n):
+        """This epoch's permutation (None: in order), drawn as DataLoader draws it.
+
+        Every epoch DataLoader first draws a seed for its workers from the
+        generator, then RandomSampler draws the permutation (from a fresh
+        generator seeded from the global one when none is given); drawing the
+        same numbers keeps the two in step, epoch after epoch, so that
+        swapping in ``iterator_train=DataLoader`` trains on the same batches.
+        """
+        generator = self.generator
+        if generator is not None:
+            torch.empty((), dtype=torch.int64, device=generator.device).random_(
+                generator=generator)
+        if not self.shuffle:
+            return None
+        if generator is None:
+            torch.empty((), dtype=torch.int64).random_()
+            seed = int(torch.empty((), dtype=torch.int64).random_().item())
+            generator = torch.Generator().manual_seed(seed)
+        return torch.randperm(n, generator=generator, device=generator.device)

@@ -112,7 +112,8 @@ def check_tokens(X, *, token_dim=None):
             f"estimator was fitted with token_dim {token_dim} (last axis "
             f"{token_dim + 1}). Pass tokens of the dimension seen in fit."
         )
-    _, indicator = split_tokens(X)
+    # One strided pass; the checks below then run on contiguous memory.
+    indicator = np.ascontiguousarray(split_tokens(X)[1])
     if not np.all((indicator == 0) | (indicator == 1)):
         bad = np.unique(indicator[(indicator != 0) & (indicator != 1)])[:5]
         raise ValueError(

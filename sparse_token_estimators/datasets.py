@@ -6,6 +6,9 @@ import numpy as np
 
 from ._layout import check_int
 
+#: values per block of tokens drawn at once (256 KiB of float32)
+_BLOCK_VALUES = 1 << 16
+
 
 def _as_generator(random_state):
     """Turn a scikit-learn style ``random_state`` into a numpy ``Generator``.
@@ -94,21 +97,40 @@ def make_sparse_selection(
         )
     rng = _as_generator(random_state)
 
-    tokens = rng.standard_normal((n_samples, seq_len, token_dim), dtype=np.float32)
+    X = np.empty((n_samples, seq_len, token_dim + 1), dtype=np.float32)
+    # The tokens go straight into X through a small reused buffer: the same
+    # stream as one big draw, without a second full-size array to copy.
+    block = max(1, _BLOCK_VALUES // (seq_len * token_dim))
+    buffer = np.empty((min(block, n_samples), seq_len, token_dim), dtype=np.float32)
+    for start in range(0, n_samples, block):
+        out = buffer[:min(block, n_samples - start)]
+        rng.standard_normal(out=out, dtype=np.float32)
+        X[start:start + len(out), :, :token_dim] = out
     # A uniform subset per row: the positions of the q smallest of T uniform keys.
     keys = rng.random((n_samples, seq_len), dtype=np.float32)
     if n_selected < seq_len:
-        support = np.argpartition(keys, n_selected - 1, axis=1)[:, :n_selected]
+        kth = np.partition(keys, n_selected - 1, axis=1)[:, n_selected - 1:n_selected]
+        selected = keys <= kth
+        positions = np.nonzero(selected)[1]  # row by row, ascending within a row
+        if positions.size != n_samples * n_selected:
+            # Equal keys at the threshold (rare): let argpartition pick q of them.
+            tied = np.flatnonzero(np.count_nonzero(selected, axis=1) != n_selected)
+            first = np.argpartition(keys[tied], n_selected - 1, axis=1)[:, :n_selected]
+            selected[tied] = False
+            selected[tied[:, np.newaxis], first] = True
+            positions = np.nonzero(selected)[1]
     else:
-        support = np.broadcast_to(np.arange(seq_len), (n_samples, seq_len))
-    support = np.sort(support, axis=1).astype(np.int64)
-
-    X = np.empty((n_samples, seq_len, token_dim + 1), dtype=np.float32)
-    X[..., :token_dim] = tokens
-    X[..., token_dim] = 0.0
-    np.put_along_axis(X[..., token_dim], support, 1.0, axis=1)
-    selected = np.take_along_axis(tokens, support[..., np.newaxis], axis=1)
-    y = selected.mean(axis=1, dtype=np.float32)
+        selected = np.ones((n_samples, seq_len), dtype=bool)
+        positions = np.tile(np.arange(seq_len), n_samples)
+    support = positions.reshape(n_samples, n_selected)
+    X[..., token_dim] = selected
+    # y: the selected tokens added in position order, then divided by q.
+    positions_of = X.reshape(-1, token_dim + 1)  # one row per (sample, position)
+    first = np.arange(n_samples) * seq_len
+    y = positions_of.take(first + support[:, 0], axis=0)[:, :token_dim].copy()
+    for k in range(1, n_selected):
+        y += positions_of.take(first + support[:, k], axis=0)[:, :token_dim]
+    y /= np.float32(n_selected)
     if return_support:
         return X, y, support
     return X, y

@@ -170,8 +170,10 @@ class _SparseTokenRegressor(NeuralNetRegressor):
     def initialize_module(self):
         kwargs = {**self._module_kwargs(), **self.get_params_for("module")}
         # Seed the module's initial weights without touching the global RNG.
+        # The module is built on the CPU; torch.manual_seed would also reseed
+        # (and, before CUDA starts, record a stack trace for) every GPU.
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self._seeds_[0])
+            torch.default_generator.manual_seed(self._seeds_[0])
             self.module_ = self.initialized_instance(self.module, kwargs)
         return self
 
@@ -199,6 +201,14 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         if training and isinstance(iterator, TensorBatches) and iterator.generator is None:
             iterator.generator = self.torch_rng_  # shuffling follows random_state
         return iterator
+
+    def _set_training(self, training=True):
+        # skorch sets the mode before every batch, and nn.Module.train walks
+        # the whole module tree each time: a few percent of a small model's
+        # step. Walk it only when the mode changes.
+        modules = (getattr(self, name + "_") for name in self._modules + self._criteria)
+        if any(getattr(module, "training", training) != training for module in modules):
+            super()._set_training(training)
 
     def on_batch_end(self, net, batch=None, training=False, **kwargs):
         super().on_batch_end(net, batch=batch, training=training, **kwargs)

@@ -67,6 +67,7 @@ class SparseTokenAttention(nn.Module):
         self.n_pe_draws = n_pe_draws
         self.eval_seed = eval_seed
         self.W = nn.Parameter(torch.zeros(pe_dim, pe_dim))
+        self._eval_draws = None  # (key, positions) of the last eval-mode draw
         self.value = None
         if output_map:
             self.value = nn.Linear(token_dim, token_dim, bias=False)
@@ -75,11 +76,16 @@ class SparseTokenAttention(nn.Module):
     def _eval_positions(self, seq_len, device):
         # Drawn on the CPU from a fixed seed, shared by the whole batch: a
         # prediction depends on its own sequence only, and CPU and GPU agree.
-        draws = [
-            self.positions(1, seq_len, generator=torch.Generator().manual_seed(self.eval_seed + k))
-            for k in range(self.n_pe_draws)
-        ]
-        return torch.stack(draws).to(device)  # (K, 1, T, d_p)
+        # Kept for the next batch, so predicting draws and copies them once.
+        key = (seq_len, torch.device(device), self.eval_seed, self.n_pe_draws)
+        if self._eval_draws is None or self._eval_draws[0] != key:
+            draws = [
+                self.positions(1, seq_len,
+                               generator=torch.Generator().manual_seed(self.eval_seed + k))
+                for k in range(self.n_pe_draws)
+            ]
+            self._eval_draws = (key, torch.stack(draws).to(device))  # (K, 1, T, d_p)
+        return self._eval_draws[1]
 
     def _attend(self, P, indicator):
         # P: (K, B or 1, T, d_p) positional draws; indicator: (B, T)
