@@ -27,7 +27,8 @@ SIZES = {
     "tiny": dict(n_samples=400, seq_len=6, token_dim=3, n_selected=2, max_epochs=3,
                  batch_size=32, pe_dims=[4, 8], hidden_widths=[8, 32], cv=2),
     "small": dict(n_samples=6000, seq_len=12, token_dim=4, n_selected=2, max_epochs=10,
-                  batch_size=256, pe_dims=[4, 8, 16, 32], hidden_widths=[16, 64, 256, 1024], cv=3),
+                  batch_size=256, pe_dims=[4, 8, 16, 32],
+                  hidden_widths=[16, 64, 256, 1024], cv=3),
 }
 
 

@@ -12,7 +12,9 @@ so that a search survives the loss of a worker. It needs the extra:
 """
 
 import os
+import pickle
 import sys
+import uuid
 from contextlib import ExitStack, contextmanager
 
 import joblib
@@ -34,11 +36,6 @@ def _import_distributed():
     return distributed
 
 
-def _search_data(data):
-    """The task whose result is ``data``: Dask recomputes it where it is lost."""
-    return data
-
-
 async def _ready(value):
     return value
 
@@ -52,8 +49,9 @@ class _RecoverableScatter:
     cancelled with the whole search, although Dask would reschedule the fits
     themselves. (Broadcast copies do not help: Dask's memory manager drops
     replicas nobody waits for.) Here each argument is instead the result of a
-    task that returns it; the scheduler keeps that task, so a lost copy is
-    recomputed like any other lost result.
+    task that unpickles it; the scheduler keeps that task, so a lost copy is
+    recomputed like any other lost result. The argument travels pickled, so
+    the scheduler needs neither this package nor numpy to hold it.
     """
 
     def __init__(self, client):
@@ -63,12 +61,14 @@ class _RecoverableScatter:
         return getattr(self._client, name)
 
     def scatter(self, data, asynchronous=False, **kwargs):
+        import cloudpickle
         import dask
 
-        # The data travels inside the task once, by design: silence Dask's
+        # The data travels inside the task, once, by design: silence Dask's
         # advice to scatter it instead.
         with dask.config.set({"distributed.admin.large-graph-warning-threshold": sys.maxsize}):
-            future = self._client.submit(_search_data, data, pure=False)
+            future = self._client.submit(pickle.loads, cloudpickle.dumps(data),
+                                         key=f"search-data-{uuid.uuid4().hex}")
         return _ready(future) if asynchronous else future
 
 

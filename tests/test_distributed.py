@@ -114,7 +114,8 @@ def test_search_on_dask_equals_local_search(estimator, cluster, data, one_torch_
     tasks = fit_on_cluster(search, X, y, cluster.scheduler_address)
     # the fits ran as tasks on the workers, not in this process
     fit_tasks = [t for t in tasks if "_fit_and_score" in t["key"]]
-    assert fit_tasks and {t["worker"] for t in fit_tasks} <= set(cluster.scheduler_info["workers"])
+    assert fit_tasks
+    assert {t["worker"] for t in fit_tasks} <= set(cluster.scheduler_info["workers"])
     assert_same_scores(search, local)
     # widths differ, so equal scores are not equal by accident
     assert len(set(local.cv_results_["mean_test_score"])) == 2
@@ -192,10 +193,10 @@ def test_dask_backend_local_cluster_environment(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
     with dask_backend(n_workers=1, host="127.0.0.1", dashboard_address=":0") as client:
-        worker_env = list(client.run(dict, os.environ).values())[0]
+        (omp,) = client.run(os.getenv, "OMP_NUM_THREADS").values()
+        (trim,) = client.run(os.getenv, "MALLOC_TRIM_THRESHOLD_").values()
     # one torch thread per single-threaded worker; glibc's default allocator
-    assert worker_env["OMP_NUM_THREADS"] == "1"
-    assert "MALLOC_TRIM_THRESHOLD_" not in worker_env
+    assert (omp, trim) == ("1", None)
     # the nanny's settings do not outlive the block in this process
     assert "OMP_NUM_THREADS" not in os.environ
     assert client.status == "closed"
@@ -238,3 +239,41 @@ def test_search_survives_a_killed_worker(cluster, client, data, one_torch_thread
     client.wait_for_workers(2, timeout=SEARCH_TIMEOUT)
     pids_after = set(client.run(os.getpid).values())
     assert killed_pid not in pids_after and len(pids_after) == 2
+
+
+def _fit_here(X, y):
+    est = SparseTokenTransformer(pe_dim=8, max_epochs=2, random_state=0).fit(X, y)
+    return dict(visible=os.getenv("CUDA_VISIBLE_DEVICES"), n_visible=torch.cuda.device_count(),
+                device=str(next(est.module_.parameters()).device),
+                gpu=str(torch.cuda.get_device_properties(0).uuid))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_one_worker_per_gpu_fits_on_its_own_gpu(data):
+    # The recipe of the README (and what dask_cuda.LocalCUDACluster builds):
+    # one single-threaded worker per GPU, CUDA_VISIBLE_DEVICES naming its GPU.
+    X, y = data
+    all_gpus = ",".join(map(str, range(torch.cuda.device_count())))
+    gpus = os.getenv("CUDA_VISIBLE_DEVICES", all_gpus).split(",")
+    workers = {f"gpu{gpu}": {"cls": distributed.Nanny, "options": {
+        "nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": gpu}}} for gpu in gpus}
+    scheduler = {"cls": distributed.Scheduler, "options": {"dashboard_address": ":0"}}
+    environ = dict(os.environ)
+    try:
+        with distributed.SpecCluster(workers=workers, scheduler=scheduler) as cluster, \
+                distributed.Client(cluster) as client:
+            seen = client.gather([client.submit(_fit_here, X, y, workers=[name], pure=False)
+                                  for name in workers])
+            search = width_search(SparseTokenTransformer(max_epochs=3, random_state=0))
+            tasks = fit_on_cluster(search, X, y, cluster.scheduler_address)
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+    assert [s["visible"] for s in seen] == gpus
+    assert all(s["n_visible"] == 1 and s["device"] == "cuda:0" for s in seen)
+    # each worker on a different physical GPU
+    assert len({s["gpu"] for s in seen}) == len(gpus)
+    assert any("_fit_and_score" in t["key"] for t in tasks)
+    local = width_search(SparseTokenTransformer(max_epochs=3, random_state=0)).fit(X, y)
+    np.testing.assert_allclose(search.cv_results_["mean_test_score"],
+                               local.cv_results_["mean_test_score"], rtol=1e-4, atol=1e-5)
