@@ -21,7 +21,7 @@ cross-validated scores of every configuration are checked against the
 baseline's.
 Prints a table and writes JSON to ``benchmarks/results/``::
 
-    python benchmarks/bench_dask.py --quick    # about 2 minutes on 2 cores
+    python benchmarks/bench_dask.py --quick    # minutes on 2 cores, mostly start-up
     python benchmarks/bench_dask.py            # larger task, 3 repeats
 """
 

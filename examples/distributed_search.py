@@ -6,7 +6,7 @@ single-threaded worker process per core, or ``--n-workers``)::
 
     python examples/distributed_search.py
     python examples/distributed_search.py --scheduler tcp://10.0.0.1:8786
-    python examples/distributed_search.py --size tiny      # a few seconds
+    python examples/distributed_search.py --size tiny      # tiny task, for a smoke test
 
 Prints one row per width: the cross-validated R^2 of the transformer over its
 positional width d_p (``pe_dim``; its width is d + d_p) and of the
