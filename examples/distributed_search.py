@@ -1,0 +1,106 @@
+"""Width sweep of both estimators, cross-validated on a Dask cluster.
+
+The same ``GridSearchCV`` code as on one machine; ``dask_backend`` sends its
+fits to the cluster. Without ``--scheduler`` a local cluster starts (one
+single-threaded worker process per core, or ``--n-workers``)::
+
+    python examples/distributed_search.py
+    python examples/distributed_search.py --scheduler tcp://10.0.0.1:8786
+    python examples/distributed_search.py --size tiny      # tiny task, for a smoke test
+
+Prints one row per width: the cross-validated R^2 of the transformer over its
+positional width d_p (``pe_dim``; its width is d + d_p) and of the
+fully-connected net over its hidden width m (``hidden_width``).
+"""
+
+import argparse
+import time
+
+from sklearn.model_selection import GridSearchCV
+
+from sparse_token_estimators import (SparseTokenFCN, SparseTokenTransformer,
+                                     make_sparse_selection)
+from sparse_token_estimators.distributed import dask_backend
+
+#: the task (n_samples, seq_len T, token_dim d, n_selected q), training and sweep
+SIZES = {
+    "tiny": dict(n_samples=400, seq_len=6, token_dim=3, n_selected=2, max_epochs=3,
+                 batch_size=32, pe_dims=[4, 8], hidden_widths=[8, 32], cv=2),
+    "small": dict(n_samples=6000, seq_len=12, token_dim=4, n_selected=2, max_epochs=10,
+                  batch_size=256, pe_dims=[4, 8, 16, 32],
+                  hidden_widths=[16, 64, 256, 1024], cv=3),
+}
+
+
+def width_sweep(size, random_state=0):
+    """The two searches of the sweep, unfitted, and the data they run on."""
+    X, y = make_sparse_selection(size["n_samples"], size["seq_len"], size["token_dim"],
+                                 size["n_selected"], random_state=random_state)
+    common = dict(max_epochs=size["max_epochs"], batch_size=size["batch_size"],
+                  random_state=random_state)
+    searches = [
+        GridSearchCV(SparseTokenTransformer(**common), {"pe_dim": size["pe_dims"]},
+                     cv=size["cv"], refit=False),
+        GridSearchCV(SparseTokenFCN(**common), {"hidden_width": size["hidden_widths"]},
+                     cv=size["cv"], refit=False),
+    ]
+    return searches, X, y
+
+
+def table_rows(search, token_dim):
+    """One dict per searched width, from a fitted search's ``cv_results_``."""
+    (param,) = search.param_grid
+    results = search.cv_results_
+    rows = []
+    for i, value in enumerate(results[f"param_{param}"]):
+        rows.append(dict(
+            estimator=type(search.estimator).__name__, parameter=param, value=int(value),
+            width=int(value) + token_dim if param == "pe_dim" else int(value),
+            r2_mean=float(results["mean_test_score"][i]),
+            r2_std=float(results["std_test_score"][i]),
+            fit_s=float(results["mean_fit_time"][i]),
+        ))
+    return rows
+
+
+def format_table(rows):
+    lines = [f"{'estimator':<24}{'parameter':<14}{'value':>6}{'width':>7}"
+             f"{'R^2 (cv mean +- std)':>24}{'fit s':>8}"]
+    for r in rows:
+        lines.append(f"{r['estimator']:<24}{r['parameter']:<14}{r['value']:>6}"
+                     f"{r['width']:>7}{r['r2_mean']:>15.3f} +- {r['r2_std']:.3f}"
+                     f"{r['fit_s']:>8.2f}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="address of a running Dask scheduler, e.g. "
+                             "tcp://10.0.0.1:8786 (default: start a local cluster)")
+    parser.add_argument("--n-workers", type=int,
+                        help="workers of the local cluster (default: one per core)")
+    parser.add_argument("--size", choices=sorted(SIZES), default="small")
+    parser.add_argument("--random-state", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.scheduler and args.n_workers:
+        parser.error("--n-workers applies to the local cluster only, not to --scheduler")
+
+    size = SIZES[args.size]
+    searches, X, y = width_sweep(size, random_state=args.random_state)
+    start = time.perf_counter()
+    cluster = {} if args.scheduler else {"n_workers": args.n_workers}
+    with dask_backend(args.scheduler, **cluster) as client:
+        print(f"Dask: {client}")
+        for search in searches:
+            search.fit(X, y)
+    rows = [row for search in searches for row in table_rows(search, size["token_dim"])]
+    print(f"Width sweep: {len(X)} sequences, T={size['seq_len']}, d={size['token_dim']}, "
+          f"q={size['n_selected']}, {size['cv']}-fold CV, "
+          f"{time.perf_counter() - start:.1f} s")
+    print(format_table(rows))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
