@@ -90,7 +90,7 @@ def _local_cluster(distributed, stack, n_workers, cluster_kwargs):
     # documented side effect); leave the process as it was found.
     _restore_environ(stack, [*dask.config.get(_WORKER_ENVIRON), "PYTHONHASHSEED"])
     # Dask's default MALLOC_TRIM_THRESHOLD_ makes glibc serve every tensor
-    # from fresh pages: torch fits in such a worker cost ~1.5x the CPU time.
+    # from fresh pages: torch fits in such a worker cost 1.3-1.8x the CPU time.
     with dask.config.set({f"{_WORKER_ENVIRON}.MALLOC_TRIM_THRESHOLD_": None}):
         return stack.enter_context(
             distributed.LocalCluster(n_workers=n_workers, **cluster_kwargs))
@@ -116,7 +116,7 @@ def dask_backend(scheduler=None, *, n_workers=None, **cluster_kwargs):
         object (e.g. ``dask_cuda.LocalCUDACluster()``, one worker per GPU), or
         None to start a ``distributed.LocalCluster`` for the duration of the
         block: worker processes with one thread each, without Dask's
-        ``MALLOC_TRIM_THRESHOLD_`` (it makes torch ~1.5x slower).
+        ``MALLOC_TRIM_THRESHOLD_`` (torch fits cost 1.3-1.8x the CPU time with it).
     n_workers : int or None, default=None
         Workers of the local cluster; None gives one per CPU core. Only with
         ``scheduler=None``.
