@@ -191,9 +191,11 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         if is_dataset(X):
             return super().get_dataset(X, y)
         # Converted and moved once per fit / predict; batches are slices.
-        tensors = [torch.as_tensor(X, dtype=torch.float32).to(self.device)]
+        # np.require copies the read-only memory maps joblib hands to workers
+        # (GridSearchCV with n_jobs), which torch warns about.
+        tensors = [torch.as_tensor(np.require(X, np.float32, "W")).to(self.device)]
         if y is not None:
-            tensors.append(torch.as_tensor(y, dtype=torch.float32).to(self.device))
+            tensors.append(torch.as_tensor(np.require(y, np.float32, "W")).to(self.device))
         return TensorDataset(*tensors)
 
     def get_iterator(self, dataset, training=False):
@@ -392,7 +394,7 @@ class SparseTokenTransformer(_SparseTokenRegressor):
     def __init__(self, module=SparseTokenAttention, *, pe_dim=64,
                  positional_encoding="stochastic", max_seq_len=256, n_pe_draws=4,
                  output_map=False, random_state=None, optimizer=torch.optim.Adam,
-                 lr=0.02, max_epochs=30, batch_size=256, train_split=None, verbose=0,
+                 lr=0.02, max_epochs=15, batch_size=256, train_split=None, verbose=0,
                  device="auto", **kwargs):
         super().__init__(
             module, random_state=random_state, optimizer=optimizer, lr=lr,
@@ -502,7 +504,7 @@ class SparseTokenFCN(_SparseTokenRegressor):
     _module_params = ("hidden_width", "n_hidden_layers")
 
     def __init__(self, module=FullyConnectedNet, *, hidden_width=256, n_hidden_layers=1,
-                 random_state=None, optimizer=torch.optim.Adam, lr=0.001,
+                 random_state=None, optimizer=torch.optim.Adam, lr=0.003,
                  max_epochs=30, batch_size=256, train_split=None, verbose=0,
                  device="auto", **kwargs):
         super().__init__(

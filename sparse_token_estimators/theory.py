@@ -1,0 +1,205 @@
+"""The theory of sparse token selection as functions: bounds, reference losses, diagnostics.
+
+Losses are in the task's unit: the squared error summed over the d
+coordinates of the output, averaged over samples (``selection_loss``). The
+bound and the width scales are those of Wang, Wei, Hsu & Lee, "Transformers
+Provably Learn Sparse Token Selection While Fully-Connected Nets Cannot"
+(ICML 2024, arXiv:2406.06893), for the q-sparse averaging task of Sanford,
+Hsu & Telgarsky, "Representational Strengths and Limitations of
+Transformers" (NeurIPS 2023, arXiv:2306.02896).
+"""
+
+import math
+
+import numpy as np
+
+from ._layout import check_int
+
+
+def _check_sizes(seq_len, n_selected):
+    seq_len = check_int(seq_len, "seq_len")
+    n_selected = check_int(n_selected, "n_selected")
+    if n_selected > seq_len:
+        raise ValueError(
+            f"n_selected must be between 1 and seq_len={seq_len}; got {n_selected}."
+        )
+    return seq_len, n_selected
+
+
+def selection_loss(y_true, y_pred):
+    """Squared error summed over the token_dim outputs, averaged over samples.
+
+    The loss in which the paper states its bound and in which the reference
+    losses below are expressed (scikit-learn's ``mean_squared_error`` divides
+    it by token_dim). Use ``make_scorer(selection_loss,
+    greater_is_better=False)`` in a search.
+
+    Parameters
+    ----------
+    y_true, y_pred : array-like of shape (n_samples, token_dim)
+
+    Returns
+    -------
+    loss : float
+
+    Examples
+    --------
+    >>> selection_loss([[1.0, 0.0], [0.0, 0.0]], [[0.0, 0.0], [0.0, 1.0]])
+    1.0
+    """
+    y_true = np.asarray(y_true, dtype=np.float64)
+    y_pred = np.asarray(y_pred, dtype=np.float64)
+    if y_true.shape != y_pred.shape or y_true.ndim != 2:
+        raise ValueError(
+            "y_true and y_pred must both have shape (n_samples, token_dim); got "
+            f"{y_true.shape} and {y_pred.shape}."
+        )
+    return float(((y_true - y_pred) ** 2).sum(axis=1).mean())
+
+
+def fcn_lower_bound(seq_len, n_selected):
+    """Lower bound on the loss of any fully-connected net narrower than T d.
+
+    Wang, Wei, Hsu & Lee (ICML 2024) show that a fully-connected net on the
+    flattened input whose first layer has width m <= T d - 1 has expected
+    loss (summed over the d coordinates) at least (T - q) / (T q (T - 1)),
+    where T = ``seq_len`` and q = ``n_selected``; transformers of width
+    d + O(q log T) get near zero. (The task is the q-sparse averaging of
+    Sanford, Hsu & Telgarsky, NeurIPS 2023.) The bound does not depend on d.
+
+    Parameters
+    ----------
+    seq_len : int
+        Sequence length T >= 2.
+    n_selected : int
+        Number q of selected tokens, 1 <= q <= T.
+
+    Returns
+    -------
+    bound : float
+
+    Examples
+    --------
+    >>> round(fcn_lower_bound(20, 3), 5)
+    0.01491
+    """
+    seq_len, n_selected = _check_sizes(seq_len, n_selected)
+    if seq_len < 2:
+        raise ValueError(f"seq_len must be at least 2 for the bound; got {seq_len}.")
+    return (seq_len - n_selected) / (seq_len * n_selected * (seq_len - 1))
+
+
+def zero_predictor_loss(token_dim, n_selected):
+    """Loss d / q of predicting 0, the total variance of the target.
+
+    With standard Gaussian tokens each coordinate of y = (1/q) sum_{i in S} x_i
+    has variance 1/q, so R^2 = 1 - loss / (d / q) (Wang et al., ICML 2024;
+    Sanford et al., NeurIPS 2023).
+
+    Parameters
+    ----------
+    token_dim : int
+        Token dimension d.
+    n_selected : int
+        Number q of selected tokens.
+
+    Returns
+    -------
+    loss : float
+
+    Examples
+    --------
+    >>> zero_predictor_loss(8, 4)
+    2.0
+    """
+    return check_int(token_dim, "token_dim") / check_int(n_selected, "n_selected")
+
+
+def uniform_attention_loss(seq_len, token_dim, n_selected):
+    """Loss d (1/q - 1/T) of averaging all T tokens with equal weights.
+
+    This is what the attention model predicts at its zero initialisation
+    (W = 0), before it has learned which tokens are selected (Wang et al.,
+    ICML 2024; task of Sanford et al., NeurIPS 2023).
+
+    Parameters
+    ----------
+    seq_len : int
+        Sequence length T.
+    token_dim : int
+        Token dimension d.
+    n_selected : int
+        Number q of selected tokens, 1 <= q <= T.
+
+    Returns
+    -------
+    loss : float
+
+    Examples
+    --------
+    >>> uniform_attention_loss(10, 4, 2)
+    1.6
+    """
+    seq_len, n_selected = _check_sizes(seq_len, n_selected)
+    return check_int(token_dim, "token_dim") * (1 / n_selected - 1 / seq_len)
+
+
+def fcn_width_threshold(seq_len, token_dim):
+    """First-layer width T d below which the FCN lower bound applies.
+
+    Examples
+    --------
+    >>> fcn_width_threshold(20, 8)
+    160
+    """
+    return check_int(seq_len, "seq_len") * check_int(token_dim, "token_dim")
+
+
+def transformer_pe_scale(seq_len, n_selected):
+    """The positional dimension q log T the transformer's theory asks for.
+
+    Wang et al. (ICML 2024) show a one-layer transformer of width
+    d + O(q log T) learns the task; this is the scale without its constant.
+
+    Examples
+    --------
+    >>> round(transformer_pe_scale(20, 3), 2)
+    8.99
+    """
+    seq_len, n_selected = _check_sizes(seq_len, n_selected)
+    return n_selected * math.log(seq_len)
+
+
+def identity_alignment(W):
+    """Cosine similarity of a matrix with the identity, <W, I> / (||W||_F sqrt(d_p)).
+
+    The diagnostic of Wang et al. (ICML 2024): the key-query matrix W of the
+    attention model that solves the task is c I with c large, so a learned W
+    whose alignment approaches 1 has found the solution's direction. The
+    alignment of the zero matrix (the initialisation) is taken as 0.
+
+    Parameters
+    ----------
+    W : array-like or torch.Tensor of shape (d_p, d_p)
+
+    Returns
+    -------
+    alignment : float in [-1, 1]
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> identity_alignment(3 * np.eye(4))
+    1.0
+    >>> identity_alignment(np.ones((4, 4)))
+    0.5
+    """
+    if hasattr(W, "detach"):
+        W = W.detach().cpu().numpy()
+    W = np.asarray(W, dtype=np.float64)
+    if W.ndim != 2 or W.shape[0] != W.shape[1]:
+        raise ValueError(f"W must be a square matrix; got shape {W.shape}.")
+    norm = np.linalg.norm(W)
+    if norm == 0:
+        return 0.0
+    return float(np.trace(W) / (norm * math.sqrt(W.shape[0])))
