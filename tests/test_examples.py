@@ -6,7 +6,9 @@ import joblib
 import pytest
 import runpy
 
-EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
+# distributed_search.py starts a Dask cluster: tests/test_distributed.py runs it.
+EXAMPLES = sorted(p for p in (Path(__file__).parent.parent / "examples").glob("*.py")
+                  if p.name != "distributed_search.py")
 TINY_SAMPLES = {"grid_search_widths.py": "150", "pipeline_comparison.py": "150"}
 
 
