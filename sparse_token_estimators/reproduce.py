@@ -304,13 +304,21 @@ def length_generalisation(config, progress=None):
     return length_rows, alignment_rows
 
 
-def _fit_and_score(model, estimator, X, y, X_test, y_test, width):
+def _width_of(estimator, token_dim):
+    """(model, width parameter, its value, width) of a searched estimator."""
+    if isinstance(estimator, SparseTokenFCN):
+        return "fcn", "hidden_width", estimator.hidden_width, estimator.hidden_width
+    return "transformer", "pe_dim", estimator.pe_dim, token_dim + estimator.pe_dim
+
+
+def _fit_and_score(estimator, X, y, X_test, y_test):
+    model, param, value, width = _width_of(estimator, X.shape[-1] - 1)
     start = time.perf_counter()
     estimator.fit(X, y)
     fit_time = time.perf_counter() - start
     pred, pred_train = estimator.predict(X_test), estimator.predict(X)
     return {
-        "model": model, "width": width,
+        "model": model, "width": width, param: value,
         "test_loss": selection_loss(y_test, pred),
         "test_r2": float(r2_score(y_test, pred)),
         "train_loss": selection_loss(y, pred_train),
@@ -322,31 +330,25 @@ def _fit_and_score(model, estimator, X, y, X_test, y_test, width):
 def _smallest_widths(config, seq_len, progress):
     """Fit each model at growing widths until one reaches ``target_r2``.
 
-    Rounds of as many fits as there are workers, one per unfinished model
-    in turn, so both searches share the workers and stop early.
+    Each round fits the next width of every unfinished model side by side.
+    Wider fits cost more, so fitting two widths of one model at once to save
+    a round would mostly pay for a fit the search does not need.
     """
     common = {"random_state": config.seed, "device": config.device}
     X, y = _task(config, seq_len, _n_train(config, seq_len), "train")
     X_test, y_test = _task(config, seq_len, config.n_test, "test")
     pending = {
-        "fcn": [(w, SparseTokenFCN(hidden_width=w, **common))
-                for w in config.fcn_widths(seq_len)],
-        "transformer": [(config.token_dim + p, SparseTokenTransformer(pe_dim=p, **common))
+        "fcn": [SparseTokenFCN(hidden_width=w, **common) for w in config.fcn_widths(seq_len)],
+        "transformer": [SparseTokenTransformer(pe_dim=p, **common)
                         for p in sorted(config.pe_dims)],
     }
-    n_workers = max(1, effective_n_jobs(config.n_jobs))
     rows = []
     while any(pending.values()):
-        batch = []
-        while len(batch) < n_workers and any(pending.values()):
-            for model, queue in pending.items():
-                if queue and len(batch) < n_workers:
-                    batch.append((model, *queue.pop(0)))
-        progress.stage(f"width scaling (T={seq_len}): "
-                       + ", ".join(f"{m} width {w}" for m, w, _ in batch))
-        done = Parallel(n_jobs=min(len(batch), n_workers))(
-            delayed(_fit_and_score)(model, est, X, y, X_test, y_test, width)
-            for model, width, est in batch
+        batch = [queue.pop(0) for queue in pending.values() if queue]
+        progress.stage(f"width scaling (T={seq_len}): " + ", ".join(
+            "{0} {1}={2}".format(*_width_of(est, config.token_dim)) for est in batch))
+        done = Parallel(n_jobs=min(len(batch), effective_n_jobs(config.n_jobs)))(
+            delayed(_fit_and_score)(est, X, y, X_test, y_test) for est in batch
         )
         progress.advance(len(batch))
         for row in done:
@@ -354,9 +356,6 @@ def _smallest_widths(config, seq_len, progress):
             if row["test_r2"] >= config.target_r2 and pending[row["model"]]:
                 progress.advance(len(pending[row["model"]]))  # skipped: wider still
                 pending[row["model"]] = []
-    for row in rows:
-        param = "hidden_width" if row["model"] == "fcn" else "pe_dim"
-        row[param] = row["width"] if row["model"] == "fcn" else row["width"] - config.token_dim
     return sorted(rows, key=lambda r: (r["model"], r["width"]))
 
 
