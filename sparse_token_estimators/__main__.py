@@ -8,6 +8,9 @@ import argparse
 import contextlib
 import sys
 
+import torch
+from joblib import effective_n_jobs
+
 from . import reproduce
 
 
@@ -84,6 +87,10 @@ def main(argv=None):
         n_selected=args.n_selected, n_samples=args.n_samples, seed=args.seed,
         device=args.device, n_jobs=args.n_jobs,
     )
+    if args.scheduler or effective_n_jobs(config.n_jobs) > 1:
+        # The fits run in workers (one torch thread each); this process only
+        # predicts, and extra threads here would compete with the workers.
+        torch.set_num_threads(1)
     backend = _dask_backend(args.scheduler) if args.scheduler else contextlib.nullcontext()
     with backend:
         results = reproduce.run(config, progress=not args.no_progress)

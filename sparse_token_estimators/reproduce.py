@@ -31,7 +31,7 @@ import numpy as np
 import sklearn
 import skorch
 import torch
-from joblib import Parallel, delayed, effective_n_jobs
+from joblib import Parallel, delayed
 from sklearn.metrics import make_scorer, r2_score
 from sklearn.model_selection import GridSearchCV, PredefinedSplit
 from sklearn.pipeline import Pipeline
@@ -347,7 +347,8 @@ def _smallest_widths(config, seq_len, progress):
         batch = [queue.pop(0) for queue in pending.values() if queue]
         progress.stage(f"width scaling (T={seq_len}): " + ", ".join(
             "{0} {1}={2}".format(*_width_of(est, config.token_dim)) for est in batch))
-        done = Parallel(n_jobs=min(len(batch), effective_n_jobs(config.n_jobs)))(
+        # Even a single fit goes to a worker: it runs there with one thread.
+        done = Parallel(n_jobs=config.n_jobs)(
             delayed(_fit_and_score)(est, X, y, X_test, y_test) for est in batch
         )
         progress.advance(len(batch))
