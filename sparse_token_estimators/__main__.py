@@ -11,7 +11,7 @@ import sys
 import torch
 from joblib import effective_n_jobs
 
-from . import reproduce
+from . import report, reproduce
 
 
 def build_parser():
@@ -94,7 +94,7 @@ def main(argv=None):
     backend = _dask_backend(args.scheduler) if args.scheduler else contextlib.nullcontext()
     with backend:
         results = reproduce.run(config, progress=not args.no_progress)
-    written = reproduce.write_outputs(results, args.out, plots=not args.no_plots)
+    written = report.write_outputs(results, args.out, plots=not args.no_plots)
     for claim in results["claims"]:
         verdict = "supported" if claim["supported"] else "NOT supported"
         print(f"{claim['claim']}: {verdict} ({claim['evidence']})")

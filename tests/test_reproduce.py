@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from sparse_token_estimators import __main__ as cli
-from sparse_token_estimators import reproduce
+from sparse_token_estimators import report, reproduce
 from sparse_token_estimators.reproduce import ReproductionConfig
 
 TINY = ReproductionConfig(
@@ -79,8 +79,8 @@ def test_claims_follow_the_thresholds(results):
     assert list(claims) == ["width separation", "length generalisation", "alignment",
                             "width scaling"]
     assert claims["alignment"]["supported"] and claims["width scaling"]["supported"]
-    strict = dict(reproduce.THRESHOLDS, alignment_final=1.01)
-    assert not {c["claim"]: c for c in reproduce.assess_claims(results, strict)}[
+    strict = dict(report.THRESHOLDS, alignment_final=1.01)
+    assert not {c["claim"]: c for c in report.assess_claims(results, strict)}[
         "alignment"]["supported"]
 
 
@@ -94,7 +94,7 @@ def test_runs_are_repeatable():
 
 def test_outputs_hold_every_plotted_number(results, tmp_path):
     pytest.importorskip("matplotlib")
-    written = reproduce.write_outputs(results, tmp_path)
+    written = report.write_outputs(results, tmp_path)
     names = {p.name for p in written}
     assert {"results.json", "summary.md", "width_separation.png", "length_generalisation.png",
             "alignment.png", "width_scaling.png", "width_separation.csv"} <= names
