@@ -119,13 +119,14 @@ def test_cli_writes_outputs(monkeypatch, tmp_path, capsys):
     assert not (tmp_path / "alignment.png").exists()
 
 
-def test_cli_sends_the_searches_to_dask(monkeypatch, tmp_path):
+def test_cli_sends_the_searches_to_dask(monkeypatch, tmp_path, capsys):
     distributed = pytest.importorskip("distributed")
     monkeypatch.setitem(reproduce.SCALES, "quick", PLUMBING)
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as cluster:
         assert cli.main(["--out", str(tmp_path), "--no-plots", "--no-progress",
                          "--n-jobs", "-1", "--scheduler", cluster.scheduler_address]) == 0
+        assert "running the searches on <Client" in capsys.readouterr().err
     assert (tmp_path / "summary.md").exists()
 
 
@@ -146,6 +147,24 @@ def test_plotting_explains_missing_matplotlib(monkeypatch, results):
         plotting.plot_alignment(results)
 
 
-def test_cli_rejects_unknown_scale():
+@pytest.mark.parametrize("argv, message", [
+    (["--scale", "huge"], "invalid choice"),
+    (["--n-selected", "12", "--seq-len", "10"], "n_selected must be between 1 and seq_len"),
+    (["--n-samples", "0"], "n_samples must be an integer >= 1"),
+    (["--device", "tpu"], "device must be"),
+])
+def test_cli_refuses_bad_arguments_before_any_fit(argv, message, capsys):
     with pytest.raises(SystemExit):
-        cli.main(["--scale", "huge"])
+        cli.main(argv + ["--no-plots"])
+    assert message in capsys.readouterr().err
+
+
+def test_progress_without_tqdm_prints_lines(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    progress = reproduce.Progress(5)
+    progress.stage("width separation")
+    progress.advance(2)
+    progress.stage("alignment")
+    progress.close()
+    err = capsys.readouterr().err
+    assert "[  0/5] width separation" in err and "[  2/5] alignment" in err
