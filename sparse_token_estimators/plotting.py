@@ -164,7 +164,7 @@ def plot_width_scaling(results):
     ax.plot(ts, d + q * np.log(ts), color=TRANSFORMER_STYLE["color"], linestyle="--",
             alpha=0.6, label="d + q log T")
     ax.set_yscale("log")
-    _powers_of_two_ticks(ax.yaxis, plotted + [lengths[0] * d, lengths[-1] * d])
+    _powers_of_two_ticks(ax.yaxis, plotted + [d + q * np.log(lengths[0]), lengths[-1] * d])
     ax.set_xticks(lengths)
     ax.set(xlabel="sequence length T", ylabel="smallest width",
            title=f"Width reaching held-out R^2 >= {scaling['target_r2']} (d={d}, q={q})")
