@@ -126,7 +126,15 @@ PAPER = ReproductionConfig(
 SCALES = {"quick": QUICK, "paper": PAPER}
 
 class Progress:
-    """Counts fits on stderr: a tqdm bar when tqdm is installed, else plain lines."""
+    """Counts fits on stderr: a tqdm bar when tqdm is installed, else plain lines.
+
+    Examples
+    --------
+    >>> progress = Progress(total=3, enabled=False)  # enabled=True draws it
+    >>> progress.stage("width separation"); progress.advance(3); progress.close()
+    >>> progress.done
+    3
+    """
 
     def __init__(self, total, enabled=True):
         self.total, self.done, self.enabled = total, 0, enabled
@@ -388,7 +396,7 @@ def width_scaling(config, separation_rows=None, progress=None):
     return point_rows, minimal_rows
 
 
-def theory_references(config):
+def _theory_references(config):
     """The theory's numbers for the configured task (losses in the task's unit)."""
     return {
         "fcn_lower_bound": fcn_lower_bound(config.seq_len, config.n_selected),
@@ -403,7 +411,7 @@ def theory_references(config):
 # -- driver ---------------------------------------------------------------------------
 
 
-def n_fits(config):
+def _n_fits(config):
     """How many fits ``run`` makes (for the progress display)."""
     scaling = [T for T in config.scaling_seq_lens() if T != config.seq_len]
     # the scaling searches stop early; their skipped widths count as done
@@ -431,10 +439,10 @@ def run(config=QUICK, *, progress=True):
     ['width separation', 'length generalisation', 'alignment', 'width scaling']
     """
     if not isinstance(progress, Progress):
-        progress = Progress(n_fits(config), enabled=bool(progress))
+        progress = Progress(_n_fits(config), enabled=bool(progress))
     start = time.perf_counter()
     try:
-        results = {"config": asdict(config), "theory": theory_references(config)}
+        results = {"config": asdict(config), "theory": _theory_references(config)}
         results["width_separation"] = width_separation(config, progress)
         results["length_generalisation"], results["alignment"] = (
             length_generalisation(config, progress))
@@ -455,5 +463,11 @@ def run(config=QUICK, *, progress=True):
 
 
 def with_sizes(config, **sizes):
-    """``config`` with the given fields replaced (None values are ignored)."""
+    """``config`` with the given fields replaced (None values are ignored).
+
+    Examples
+    --------
+    >>> with_sizes(QUICK, seq_len=20, seed=None).seq_len, QUICK.seq_len
+    (20, 10)
+    """
     return replace(config, **{k: v for k, v in sizes.items() if v is not None})
