@@ -4,7 +4,7 @@ The transformer's width is d + pe_dim, the FCN's is hidden_width; both are
 ordinary parameters, so GridSearchCV searches them by name. Below T*d the FCN
 cannot fit the task (Wang, Wei, Hsu & Lee, ICML 2024).
 
-    python examples/grid_search_widths.py          # a few minutes on 2 CPU cores
+    python examples/grid_search_widths.py          # under a minute on 2 CPU cores
     python examples/grid_search_widths.py 1000     # fewer training sequences
 """
 

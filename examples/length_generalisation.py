@@ -5,7 +5,7 @@ fixed encoding's positions beyond T were never trained, so it fails there; the
 stochastic one draws fresh positions for every sequence and keeps working.
 A callback records how W aligns with the identity during training.
 
-    python examples/length_generalisation.py          # about a minute on 2 CPU cores
+    python examples/length_generalisation.py          # half a minute on 2 CPU cores
     python examples/length_generalisation.py 2000     # fewer training sequences
 """
 

@@ -3,7 +3,7 @@
 FlattenTokens turns (n, T, d + 1) sequences into (n, T * (d + 1)) rows, so any
 scikit-learn regressor can try the task.
 
-    python examples/pipeline_comparison.py          # a few minutes on 2 CPU cores
+    python examples/pipeline_comparison.py          # under a minute on 2 CPU cores
     python examples/pipeline_comparison.py 1000     # fewer training sequences
 """
 

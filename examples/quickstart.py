@@ -1,7 +1,7 @@
 """Quickstart: a transformer learns to average the selected tokens, and keeps
 doing so on longer sequences; a fully-connected net of the same width does not.
 
-    python examples/quickstart.py          # about a minute on 2 CPU cores
+    python examples/quickstart.py          # half a minute on 2 CPU cores
     python examples/quickstart.py 2000     # fewer training sequences: seconds
 """
 

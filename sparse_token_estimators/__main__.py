@@ -8,7 +8,13 @@ import argparse
 import contextlib
 import sys
 
-from . import reproduce
+import torch
+from joblib import effective_n_jobs
+
+from . import report, reproduce
+from ._layout import check_int
+from .datasets import make_sparse_selection
+from .estimators import resolve_device
 
 
 def build_parser():
@@ -76,7 +82,8 @@ def _dask_backend(address):
 
 def main(argv=None):
     """Entry point of ``python -m sparse_token_estimators``; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if not args.no_plots:
         _check_matplotlib()
     config = reproduce.with_sizes(
@@ -84,10 +91,20 @@ def main(argv=None):
         n_selected=args.n_selected, n_samples=args.n_samples, seed=args.seed,
         device=args.device, n_jobs=args.n_jobs,
     )
+    try:  # refuse bad sizes or devices now, not in a worker minutes later
+        check_int(config.n_samples, "n_samples")
+        make_sparse_selection(1, config.seq_len, config.token_dim, config.n_selected)
+        resolve_device(config.device)
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
+    if args.scheduler or effective_n_jobs(config.n_jobs) > 1:
+        # The fits run in workers (one torch thread each); this process only
+        # predicts, and extra threads here would compete with the workers.
+        torch.set_num_threads(1)
     backend = _dask_backend(args.scheduler) if args.scheduler else contextlib.nullcontext()
     with backend:
         results = reproduce.run(config, progress=not args.no_progress)
-    written = reproduce.write_outputs(results, args.out, plots=not args.no_plots)
+    written = report.write_outputs(results, args.out, plots=not args.no_plots)
     for claim in results["claims"]:
         verdict = "supported" if claim["supported"] else "NOT supported"
         print(f"{claim['claim']}: {verdict} ({claim['evidence']})")

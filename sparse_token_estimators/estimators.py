@@ -345,11 +345,15 @@ class SparseTokenTransformer(_SparseTokenRegressor):
         time); "fixed": one table of ``max_seq_len`` vectors drawn once.
     max_seq_len : int, default=256
         Longest sequence the fixed encoding accepts.
-    n_pe_draws : int, default=4
+    n_pe_draws : int, default=8
         The attention is averaged over this many positional draws (stochastic
         encoding), in training and at prediction; averaging lowers the random
-        part of the error (1 is the paper's model). At prediction the draws
-        come from a seed fixed at fit, so a prediction depends only on its own
+        part of the error (1 is the paper's model). It also lets the learned
+        W ~ c I grow larger before crosstalk makes a larger c worse, and a
+        larger c keeps the attention sharp on longer sequences: trained at
+        T=10 with pe_dim=128, held-out R^2 at 4T is 0.91 with 4 draws and
+        0.94 with 8, for 1.6x the training time. At prediction the draws come
+        from a seed fixed at fit, so a prediction depends only on its own
         sequence.
     output_map : bool, default=False
         Add a trainable linear map after the attention (off in the paper).
@@ -357,9 +361,12 @@ class SparseTokenTransformer(_SparseTokenRegressor):
         Seeds the initial weights, the training positional draws, the shuffling
         and the prediction draws: the same int gives the same fitted model.
     optimizer, lr, max_epochs, batch_size, train_split, verbose, **kwargs
-        As in :class:`skorch.NeuralNetRegressor`; the defaults learn the task.
-        ``train_split=None``: no internal validation split (scikit-learn's
-        searches do the splitting).
+        As in :class:`skorch.NeuralNetRegressor`. The defaults (Adam, lr=0.02,
+        batch_size=256, 15 epochs) bring W to its best scale within 15 epochs
+        of about 20000 sequences; with far fewer sequences, raise
+        ``max_epochs``. A larger lr learns faster but leaves W less aligned
+        with the identity. ``train_split=None``: no internal validation split
+        (scikit-learn's searches do the splitting).
     device : str, default="auto"
         "auto" (a GPU when present), "cpu", "cuda" or "cuda:N".
 
@@ -392,7 +399,7 @@ class SparseTokenTransformer(_SparseTokenRegressor):
                       "output_map")
 
     def __init__(self, module=SparseTokenAttention, *, pe_dim=64,
-                 positional_encoding="stochastic", max_seq_len=256, n_pe_draws=4,
+                 positional_encoding="stochastic", max_seq_len=256, n_pe_draws=8,
                  output_map=False, random_state=None, optimizer=torch.optim.Adam,
                  lr=0.02, max_epochs=15, batch_size=256, train_split=None, verbose=0,
                  device="auto", **kwargs):
@@ -475,7 +482,10 @@ class SparseTokenFCN(_SparseTokenRegressor):
     random_state : int, RandomState or None, default=None
         Seeds the initial weights and the shuffling.
     optimizer, lr, max_epochs, batch_size, train_split, verbose, **kwargs
-        As in :class:`skorch.NeuralNetRegressor`.
+        As in :class:`skorch.NeuralNetRegressor`. The defaults are Adam,
+        lr=0.003, batch_size=256 and 30 epochs: within 30 epochs narrow nets
+        get further with lr=0.003 than with 0.001, and a net near width T d
+        is still improving at the end.
     device : str, default="auto"
         "auto" (a GPU when present), "cpu", "cuda" or "cuda:N".
 

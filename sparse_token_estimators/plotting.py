@@ -62,7 +62,7 @@ def plot_width_separation(results):
     """
     plt = _pyplot()
     cfg, theory = results["config"], results["theory"]
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(7.5, 4))
     for model, style in (("fcn", FCN_STYLE), ("transformer", TRANSFORMER_STYLE)):
         rows = sorted((r for r in results["width_separation"] if r["model"] == model),
                       key=lambda r: r["width"])
@@ -84,7 +84,7 @@ def plot_width_separation(results):
     _powers_of_two_ticks(ax.xaxis, all_widths)
     ax.set(xlabel="width", ylabel="held-out loss (dotted: training)",
            title=f"Width separation ({_task_title(cfg)})")
-    ax.legend(fontsize=7, loc="upper right", bbox_to_anchor=(1.0, 0.9))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 
@@ -144,7 +144,8 @@ def plot_width_scaling(results):
     plt = _pyplot()
     cfg, scaling = results["config"], results["width_scaling"]
     d, q = cfg["token_dim"], cfg["n_selected"]
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    plotted = []
     for model, offset, style in (("fcn", 0, FCN_STYLE), ("transformer", d, TRANSFORMER_STYLE)):
         rows = sorted((r for r in scaling["minimal"] if r["model"] == model),
                       key=lambda r: r["seq_len"])
@@ -154,19 +155,20 @@ def plot_width_scaling(results):
                 **style)
         if missed:
             ax.scatter([r["seq_len"] for r in missed], [offset + r["grid_max"] for r in missed],
-                       marker="^", color=style["color"], label="not reached (> grid)")
+                       marker="^", color=style["color"],
+                       label=f"{style['label'].split(' (')[0]}: not reached within its grid")
+        plotted += [offset + (r["minimal_width"] or r["grid_max"]) for r in rows]
     lengths = sorted({r["seq_len"] for r in scaling["minimal"]})
     ts = np.linspace(lengths[0], lengths[-1], 50)
     ax.plot(ts, ts * d, color=FCN_STYLE["color"], linestyle="--", alpha=0.6, label="T*d")
     ax.plot(ts, d + q * np.log(ts), color=TRANSFORMER_STYLE["color"], linestyle="--",
             alpha=0.6, label="d + q log T")
     ax.set_yscale("log")
-    plotted = [v for line in ax.get_lines() for v in line.get_ydata()]
-    _powers_of_two_ticks(ax.yaxis, plotted)
+    _powers_of_two_ticks(ax.yaxis, plotted + [d + q * np.log(lengths[0]), lengths[-1] * d])
     ax.set_xticks(lengths)
     ax.set(xlabel="sequence length T", ylabel="smallest width",
            title=f"Width reaching held-out R^2 >= {scaling['target_r2']} (d={d}, q={q})")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 
@@ -181,7 +183,22 @@ FIGURES = {
 
 
 def save_figures(results, out_dir, *, dpi=90):
-    """Draw the four figures into ``out_dir`` as PNG; returns their paths."""
+    """Draw the four figures into ``out_dir`` as PNG; returns their paths.
+
+    Each ``plot_*`` function draws one of them from the same results dict
+    and returns the matplotlib Figure.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from sparse_token_estimators.reproduce import ReproductionConfig, run
+    >>> tiny = ReproductionConfig(seq_len=4, token_dim=2, n_selected=2, n_samples=64,
+    ...     n_test=32, pe_dims=(2,), fcn_span=(1.0, 2.0), length_pe_dim=8,
+    ...     length_factors=(1, 4), scaling_factors=(0.5, 1.0), n_jobs=1, device="cpu")
+    >>> with tempfile.TemporaryDirectory() as out:
+    ...     [p.name for p in save_figures(run(tiny, progress=False), out)]
+    ['width_separation.png', 'length_generalisation.png', 'alignment.png', 'width_scaling.png']
+    """
     plt = _pyplot()
     out = Path(out_dir)
     paths = []

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from sparse_token_estimators import __main__ as cli
-from sparse_token_estimators import reproduce
+from sparse_token_estimators import report, reproduce
 from sparse_token_estimators.reproduce import ReproductionConfig
 
 TINY = ReproductionConfig(
@@ -79,8 +79,8 @@ def test_claims_follow_the_thresholds(results):
     assert list(claims) == ["width separation", "length generalisation", "alignment",
                             "width scaling"]
     assert claims["alignment"]["supported"] and claims["width scaling"]["supported"]
-    strict = dict(reproduce.THRESHOLDS, alignment_final=1.01)
-    assert not {c["claim"]: c for c in reproduce.assess_claims(results, strict)}[
+    strict = dict(report.THRESHOLDS, alignment_final=1.01)
+    assert not {c["claim"]: c for c in report.assess_claims(results, strict)}[
         "alignment"]["supported"]
 
 
@@ -94,7 +94,7 @@ def test_runs_are_repeatable():
 
 def test_outputs_hold_every_plotted_number(results, tmp_path):
     pytest.importorskip("matplotlib")
-    written = reproduce.write_outputs(results, tmp_path)
+    written = report.write_outputs(results, tmp_path)
     names = {p.name for p in written}
     assert {"results.json", "summary.md", "width_separation.png", "length_generalisation.png",
             "alignment.png", "width_scaling.png", "width_separation.csv"} <= names
@@ -119,13 +119,14 @@ def test_cli_writes_outputs(monkeypatch, tmp_path, capsys):
     assert not (tmp_path / "alignment.png").exists()
 
 
-def test_cli_sends_the_searches_to_dask(monkeypatch, tmp_path):
+def test_cli_sends_the_searches_to_dask(monkeypatch, tmp_path, capsys):
     distributed = pytest.importorskip("distributed")
     monkeypatch.setitem(reproduce.SCALES, "quick", PLUMBING)
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as cluster:
         assert cli.main(["--out", str(tmp_path), "--no-plots", "--no-progress",
                          "--n-jobs", "-1", "--scheduler", cluster.scheduler_address]) == 0
+        assert "running the searches on <Client" in capsys.readouterr().err
     assert (tmp_path / "summary.md").exists()
 
 
@@ -146,6 +147,24 @@ def test_plotting_explains_missing_matplotlib(monkeypatch, results):
         plotting.plot_alignment(results)
 
 
-def test_cli_rejects_unknown_scale():
+@pytest.mark.parametrize("argv, message", [
+    (["--scale", "huge"], "invalid choice"),
+    (["--n-selected", "12", "--seq-len", "10"], "n_selected must be between 1 and seq_len"),
+    (["--n-samples", "0"], "n_samples must be an integer >= 1"),
+    (["--device", "tpu"], "device must be"),
+])
+def test_cli_refuses_bad_arguments_before_any_fit(argv, message, capsys):
     with pytest.raises(SystemExit):
-        cli.main(["--scale", "huge"])
+        cli.main(argv + ["--no-plots"])
+    assert message in capsys.readouterr().err
+
+
+def test_progress_without_tqdm_prints_lines(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    progress = reproduce.Progress(5)
+    progress.stage("width separation")
+    progress.advance(2)
+    progress.stage("alignment")
+    progress.close()
+    err = capsys.readouterr().err
+    assert "[  0/5] width separation" in err and "[  2/5] alignment" in err
