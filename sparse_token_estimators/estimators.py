@@ -248,26 +248,31 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         Re-initialises the module unless ``warm_start`` is True; token_dim and
         the training seq_len are learned from ``X``.
         """
-        X = check_tokens(X, token_dim=self.token_dim_ if self._continues() else None)
-        y = check_target(y, X)
-        if not self._continues():
-            self._check_params()
-            self._check_seq_len(X.shape[1], fitting=True)
-            self._set_sizes(X)
+        X, y = self._check_training_data(X, y, continues=self._continues())
         return super().fit(X, y, **fit_params)
 
     def partial_fit(self, X, y, classes=None, **fit_params):
         """Continue training on ``X``, ``y`` (initialising on the first call)."""
-        X = check_tokens(X, token_dim=self.token_dim_ if self.initialized_ else None)
+        # skorch's fit initialises, then calls partial_fit with the data fit
+        # has just checked, marking the call with _routing_method="fit": check
+        # once per call the user makes. (Without the mark, as in a skorch that
+        # does not pass it, the data is merely checked twice.)
+        if fit_params.get("_routing_method") != "fit":
+            X, y = self._check_training_data(X, y, continues=self.initialized_)
+        with self._device_scope():
+            return super().partial_fit(X, y, classes=classes, **fit_params)
+
+    def _check_training_data(self, X, y, *, continues):
+        """Validate ``X``, ``y`` for training; learn the sizes on a fresh start."""
+        X = check_tokens(X, token_dim=self.token_dim_ if continues else None)
         y = check_target(y, X)
-        if not self.initialized_:
+        if continues:
+            self._check_seq_len(X.shape[1], fitting=False)
+        else:
             self._check_params()
             self._check_seq_len(X.shape[1], fitting=True)
             self._set_sizes(X)
-        else:
-            self._check_seq_len(X.shape[1], fitting=False)
-        with self._device_scope():
-            return super().partial_fit(X, y, classes=classes, **fit_params)
+        return X, y
 
     def _continues(self):
         return self.warm_start and self.initialized_

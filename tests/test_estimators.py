@@ -319,6 +319,42 @@ def test_partial_fit_continues_training(make_estimator, tiny_task):
         est.partial_fit(*make_sparse_selection(20, 10, 3, 2, random_state=0))
 
 
+@pytest.mark.parametrize("method", ["fit", "partial_fit"])
+def test_training_data_is_checked_once_per_call(method, make_estimator, tiny_task, monkeypatch):
+    # skorch's fit calls partial_fit; the checks (a pass over all of X) run once.
+    import sparse_token_estimators.estimators as estimators
+
+    calls = []
+
+    def counting(X, **kwargs):
+        calls.append(kwargs)
+        return check_tokens(X, **kwargs)
+
+    check_tokens = estimators.check_tokens
+    monkeypatch.setattr(estimators, "check_tokens", counting)
+    est = make_estimator(max_epochs=1, random_state=0)
+    getattr(est, method)(*tiny_task)
+    assert calls == [{"token_dim": None}]
+    getattr(est.set_params(warm_start=True), method)(*tiny_task)
+    assert calls[1:] == [{"token_dim": est.token_dim_}]
+    assert len(est.history) == 2
+
+
+def test_warm_start_fit_refuses_what_the_model_cannot_continue_on(tiny_task):
+    est = SparseTokenFCN(hidden_width=8, max_epochs=1, warm_start=True, random_state=0)
+    est.fit(*tiny_task)
+    weights = [p.detach().clone() for p in est.module_.parameters()]
+    for X, y, match in [(*make_sparse_selection(20, 12, 4, 2, random_state=0),
+                         "seq_len 12, but this SparseTokenFCN was fitted on seq_len 10"),
+                        (*make_sparse_selection(20, 10, 3, 2, random_state=0), "token_dim")]:
+        with pytest.raises(ValueError, match=match):
+            est.fit(X, y)
+    assert len(est.history) == 1
+    assert all(torch.equal(a, b) for a, b in zip(weights, est.module_.parameters()))
+    est.set_params(warm_start=False).fit(*make_sparse_selection(20, 12, 4, 2, random_state=0))
+    assert est.seq_len_ == 12
+
+
 def test_skorch_features_still_work(tiny_task):
     seen = []
 
