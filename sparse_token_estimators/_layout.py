@@ -61,6 +61,12 @@ def _as_float32(value, name, layout):
 
 
 def _check_finite(array, name, fix):
+    # NaN and infinity propagate through a sum, so a finite sum clears the
+    # array in one cheap pass (as scikit-learn's own check does); only
+    # otherwise (a bad value, or finite values overflowing) look per sample.
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(array.sum()):
+            return
     bad = np.flatnonzero(~np.isfinite(array.reshape(len(array), -1)).all(axis=1))
     if bad.size:
         raise ValueError(

@@ -286,3 +286,20 @@ def test_generator_refuses_bad_arguments(bad, error, pattern):
     args = dict(n_samples=4, seq_len=5, token_dim=2, n_selected=2, random_state=0)
     with pytest.raises(error, match=re.escape(pattern)):
         make_sparse_selection(**{**args, **bad})
+
+
+def test_large_finite_values_are_accepted_even_if_their_sum_overflows():
+    # The finiteness check sums the array first; a sum that overflows float32
+    # must fall back to the per-value check, not refuse finite data.
+    from sparse_token_estimators._layout import check_target, check_tokens
+
+    X, y = X_OK.copy(), Y_OK.copy()
+    X[..., :-1] = 3e38
+    y[:] = 3e38
+    with np.errstate(over="ignore"):
+        assert not np.isfinite(X.sum()) and not np.isfinite(y.sum())
+    np.testing.assert_array_equal(check_tokens(X), X)
+    np.testing.assert_array_equal(check_target(y, X), y)
+    X[3, 1, 0] = np.nan
+    with pytest.raises(ValueError, match=r"X contains NaN or infinity in 1 sample\(s\) \(e.g. sample 3"):
+        check_tokens(X)
