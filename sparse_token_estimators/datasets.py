@@ -99,38 +99,52 @@ def make_sparse_selection(
 
     X = np.empty((n_samples, seq_len, token_dim + 1), dtype=np.float32)
     # The tokens go straight into X through a small reused buffer: the same
-    # stream as one big draw, without a second full-size array to copy.
+    # stream as one big draw, without a second full-size array to copy. The
+    # indicator channel is cleared in the same pass, while the block is in cache.
     block = max(1, _BLOCK_VALUES // (seq_len * token_dim))
     buffer = np.empty((min(block, n_samples), seq_len, token_dim), dtype=np.float32)
     for start in range(0, n_samples, block):
         out = buffer[:min(block, n_samples - start)]
         rng.standard_normal(out=out, dtype=np.float32)
-        X[start:start + len(out), :, :token_dim] = out
-    # A uniform subset per row: the positions of the q smallest of T uniform keys.
-    keys = rng.random((n_samples, seq_len), dtype=np.float32)
-    if n_selected < seq_len:
-        kth = np.partition(keys, n_selected - 1, axis=1)[:, n_selected - 1:n_selected]
-        selected = keys <= kth
-        positions = np.nonzero(selected)[1]  # row by row, ascending within a row
-        if positions.size != n_samples * n_selected:
-            # Equal keys at the threshold (rare): let argpartition pick q of them.
-            tied = np.flatnonzero(np.count_nonzero(selected, axis=1) != n_selected)
-            first = np.argpartition(keys[tied], n_selected - 1, axis=1)[:, :n_selected]
-            selected[tied] = False
-            selected[tied[:, np.newaxis], first] = True
-            positions = np.nonzero(selected)[1]
-    else:
-        selected = np.ones((n_samples, seq_len), dtype=bool)
-        positions = np.tile(np.arange(seq_len), n_samples)
-    support = positions.reshape(n_samples, n_selected)
-    X[..., token_dim] = selected
+        rows = X[start:start + len(out)]
+        rows[..., :token_dim] = out
+        rows[..., token_dim] = 0.0
+    support = _uniform_subsets(rng, n_samples, seq_len, n_selected)
+    # One row per (sample, position): the selected rows of every sample.
+    positions_of = X.reshape(-1, token_dim + 1)
+    index = (np.arange(n_samples) * seq_len)[:, np.newaxis] + support
+    positions_of[index, token_dim] = 1.0
     # y: the selected tokens added in position order, then divided by q.
-    positions_of = X.reshape(-1, token_dim + 1)  # one row per (sample, position)
-    first = np.arange(n_samples) * seq_len
-    y = positions_of.take(first + support[:, 0], axis=0)[:, :token_dim].copy()
+    y = positions_of.take(index[:, 0], axis=0)[:, :token_dim].copy()
     for k in range(1, n_selected):
-        y += positions_of.take(first + support[:, k], axis=0)[:, :token_dim]
+        y += positions_of.take(index[:, k], axis=0)[:, :token_dim]
     y /= np.float32(n_selected)
     if return_support:
         return X, y, support
     return X, y
+
+
+def _uniform_subsets(rng, n_samples, seq_len, n_selected):
+    """A uniformly random ``n_selected``-subset of ``range(seq_len)`` per row.
+
+    Returns the positions, shape (n_samples, n_selected), ascending in each
+    row. Robert Floyd's algorithm, vectorised over the rows: for j = T - m,
+    ..., T - 1 draw t uniform in [0, j] and take t, or j if t is already
+    taken; that gives every m-subset the same probability with m draws and no
+    per-row sort of T keys. It draws the smaller of the subset and its
+    complement (m = min(q, T - q)).
+    """
+    n_drawn = min(n_selected, seq_len - n_selected)
+    rows = np.arange(n_samples)
+    taken = np.zeros((n_samples, seq_len), dtype=bool)
+    picks = np.empty((n_samples, n_drawn), dtype=np.int64)
+    for i, j in enumerate(range(seq_len - n_drawn, seq_len)):
+        t = rng.integers(0, j + 1, size=n_samples)
+        t[taken[rows, t]] = j
+        taken[rows, t] = True
+        picks[:, i] = t
+    if n_drawn == n_selected:
+        picks.sort(axis=1)
+        return picks
+    # The draw picked the positions left out: the rest, row by row, ascending.
+    return np.nonzero(~taken)[1].reshape(n_samples, n_selected)

@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 
@@ -54,6 +56,22 @@ def test_tokens_are_standard_gaussian_and_subsets_uniform():
     np.testing.assert_allclose(freq, 2 / 8, atol=0.015)
     # Var(y_j) = 1 / q
     np.testing.assert_allclose(y.var(axis=0), 1 / 2, rtol=0.05)
+
+
+@pytest.mark.parametrize("n_selected", [1, 2, 3, 4, 5])
+def test_every_subset_is_equally_likely(n_selected):
+    # Not only each position: each of the C(T, q) subsets has probability
+    # 1 / C(T, q) (q <= T / 2 draws the subset, q > T / 2 its complement).
+    n, T = 60000, 6
+    X, _, support = make_sparse_selection(n, T, 1, n_selected, return_support=True,
+                                          random_state=3)
+    codes = (X[..., -1] @ (2 ** np.arange(T))).astype(int)
+    np.testing.assert_array_equal(codes, (2 ** support).sum(axis=1))
+    values, counts = np.unique(codes, return_counts=True)
+    n_subsets = math.comb(T, n_selected)
+    assert len(values) == n_subsets
+    p = 1 / n_subsets
+    assert np.abs(counts - n * p).max() < 5 * np.sqrt(n * p * (1 - p))
 
 
 def test_same_seed_same_data_other_seed_other_data():
