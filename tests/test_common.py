@@ -340,10 +340,13 @@ def check_regressors_train(est):
     X, y = task(n_samples=96)
     with pytest.raises(ValueError, match="y must have shape"):
         clone(est).fit(X, y[:-1])
+    if "max_epochs" in est.get_params():
+        # 10 epochs learn this tiny task past the untrained model (uniform
+        # attention scores q/T = 0.4, a random FCN about 0) for any data seed:
+        # the transformer at 2 epochs scores 0.39-0.49 over seeds 0-5.
+        est.set_params(max_epochs=10)
     est.fit(X.tolist(), y.tolist())
     assert est.predict(X).shape == y.shape
-    # The checks' settings learn this tiny task past the untrained model
-    # (uniform attention scores q/T = 0.4; a random FCN scores about 0).
     assert est.score(X, y) > 0.5
 
 
