@@ -16,7 +16,10 @@ size, optimiser and learning rate on the same data:
 
 Times include everything a user waits for: building the module, converting
 and moving the data, training. A second table (CPU only) times the estimator
-at 1, 2, ... torch threads against 1 thread.
+at 1, 2, ... torch threads against 1 thread. A third (CPU only) isolates
+skorch's per-batch bookkeeping: one epoch of skorch's own loop
+(``run_single_epoch``: ``train_step``, callbacks, history) against one epoch
+of the hand loop, on the same fitted module, optimiser and device tensors.
 
 The transformer runs at its defaults (8 positional draws per sequence) and
 as the paper's model (1 draw). Targets (CPU, batch 256): estimator <= 1.05x
@@ -102,6 +105,33 @@ def skorch_defaults(model, *, epochs, batch_size, device):
 CASES = ("hand loop", "estimator", "estimator (DataLoader)", "skorch defaults")
 
 
+def epoch_cases(model, X, y, *, batch_size, device):
+    """One epoch of skorch's loop and of the hand loop over the same objects."""
+    est = estimator(model, epochs=1, batch_size=batch_size, device=device).fit(X, y)
+    dataset = est.get_dataset(X, y)
+    X_t, y_t = dataset.tensors
+    module, optimizer, criterion = est.module_, est.optimizer_, est.criterion_
+    generator = torch.Generator(device=device).manual_seed(0)
+    forward_kwargs = {"generator": generator} if isinstance(module, SparseTokenAttention) else {}
+
+    def hand_epoch():
+        order = torch.randperm(len(X_t), generator=generator, device=device)
+        for start in range(0, len(X_t), batch_size):
+            index = order[start:start + batch_size]
+            X_batch, y_batch = X_t.index_select(0, index), y_t.index_select(0, index)
+            optimizer.zero_grad()
+            loss = criterion(module(X_batch, **forward_kwargs), y_batch)
+            loss.backward()
+            optimizer.step()
+
+    def skorch_epoch():
+        est.history.new_epoch()
+        iterator = est.get_iterator(dataset, training=True)
+        est.run_single_epoch(iterator, training=True, prefix="train", step_fn=est.train_step)
+
+    return {"hand loop epoch": hand_epoch, "skorch epoch": skorch_epoch}
+
+
 def fit_cases(model, X, y, *, epochs, batch_size, device):
     size = {"epochs": epochs, "batch_size": batch_size, "device": device}
     return {
@@ -123,7 +153,8 @@ def main():
                    help=f"comma-separated subset of: {', '.join(CASES)} (the hand loop "
                         "always runs)")
     p.add_argument("--skip-threads", action="store_true",
-                   help="leave out the table of fit time against torch threads (CPU)")
+                   help="leave out the tables of fit time against torch threads and "
+                        "of one epoch against skorch's loop (CPU)")
     args = p.parse_args()
     on_gpu = args.device.startswith("cuda")
     repeats = common.setup(args, repeats=3 if on_gpu else 5, quick_repeats=3)
@@ -184,8 +215,24 @@ def main():
             f"Estimator fit time against torch threads ({os.cpu_count()} cores)",
             ["model", "torch threads", "seconds", "time vs 1 thread"], thread_rows)
 
+    epoch_rows = []
+    if not on_gpu and not args.skip_threads:
+        for model in MODELS:
+            cases = epoch_cases(model, X, y, batch_size=args.batch_size, device=args.device)
+            times = common.compare(cases, repeats=4 * repeats, device=args.device)
+            for case in times:
+                epoch_rows.append({
+                    "model": model, "case": case, "ms": 1e3 * common.median(times, case),
+                    "time vs hand loop epoch": common.ratio(times, case, "hand loop epoch"),
+                    "times": times[case],
+                })
+        common.print_table(
+            f"One training epoch, skorch's loop against the hand loop (same module, "
+            f"optimiser and tensors); median of {4 * repeats}",
+            ["model", "case", "ms", "time vs hand loop epoch"], epoch_rows)
+
     common.write_json(args, f"fit_{args.device.split(':')[0]}_batch{args.batch_size}",
-                      {"fit": rows, "threads": thread_rows})
+                      {"fit": rows, "threads": thread_rows, "epoch": epoch_rows})
 
 
 if __name__ == "__main__":
