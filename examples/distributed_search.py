@@ -14,6 +14,7 @@ fully-connected net over its hidden width m (``hidden_width``).
 """
 
 import argparse
+import contextlib
 import time
 
 from sklearn.model_selection import GridSearchCV
@@ -90,7 +91,11 @@ def main(argv=None):
     searches, X, y = width_sweep(size, random_state=args.random_state)
     start = time.perf_counter()
     cluster = {} if args.scheduler else {"n_workers": args.n_workers}
-    with dask_backend(args.scheduler, **cluster) as client:
+    with contextlib.ExitStack() as stack:
+        try:
+            client = stack.enter_context(dask_backend(args.scheduler, **cluster))
+        except ImportError as exc:  # without dask: what to install, no traceback
+            parser.error(str(exc))
         print(f"Dask: {client}")
         for search in searches:
             search.fit(X, y)

@@ -176,11 +176,17 @@ def _times_processing(dask_scheduler, keys):
             for key, story in stories.items()}
 
 
-def test_example_prints_the_width_table(cluster, capsys):
+def load_example():
+    """``examples/distributed_search.py`` as a module."""
     path = Path(__file__).parents[1] / "examples" / "distributed_search.py"
     spec = importlib.util.spec_from_file_location("distributed_search", path)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
+    return example
+
+
+def test_example_prints_the_width_table(cluster, capsys):
+    example = load_example()
     rows = example.main(["--scheduler", cluster.scheduler_address, "--size", "tiny"])
     out = capsys.readouterr().out
     assert {(r["estimator"], r["value"]) for r in rows} == {
@@ -189,6 +195,15 @@ def test_example_prints_the_width_table(cluster, capsys):
     assert all(np.isfinite(r["r2_mean"]) for r in rows)
     for r in rows:
         assert f"{r['r2_mean']:.3f}" in out
+
+
+def test_example_without_dask_says_what_to_install(monkeypatch, capsys):
+    example = load_example()
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import fails
+    with pytest.raises(SystemExit) as info:
+        example.main(["--size", "tiny"])
+    assert info.value.code == 2
+    assert 'pip install "sparse-token-estimators[distributed]"' in capsys.readouterr().err
 
 
 def test_dask_backend_local_cluster_environment(monkeypatch):
