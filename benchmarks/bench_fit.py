@@ -73,17 +73,23 @@ def hand_loop(model, X, y, *, epochs, batch_size, device, seed=0):
     optimizer = torch.optim.Adam(module.parameters(), lr=lr)
     criterion = torch.nn.MSELoss()
     generator = torch.Generator(device=device).manual_seed(seed)
-    forward_kwargs = {"generator": generator} if module_cls is SparseTokenAttention else {}
     for _ in range(epochs):
-        order = torch.randperm(len(X), generator=generator, device=device)
-        for start in range(0, len(X), batch_size):
-            index = order[start:start + batch_size]
-            X_batch, y_batch = X.index_select(0, index), y.index_select(0, index)
-            optimizer.zero_grad()
-            loss = criterion(module(X_batch, **forward_kwargs), y_batch)
-            loss.backward()
-            optimizer.step()
+        hand_epoch(module, optimizer, criterion, X, y, batch_size=batch_size,
+                   generator=generator)
     return module
+
+
+def hand_epoch(module, optimizer, criterion, X, y, *, batch_size, generator):
+    """One epoch of the hand loop over device tensors ``X``, ``y``."""
+    forward_kwargs = {"generator": generator} if isinstance(module, SparseTokenAttention) else {}
+    order = torch.randperm(len(X), generator=generator, device=X.device)
+    for start in range(0, len(X), batch_size):
+        index = order[start:start + batch_size]
+        X_batch, y_batch = X.index_select(0, index), y.index_select(0, index)
+        optimizer.zero_grad()
+        loss = criterion(module(X_batch, **forward_kwargs), y_batch)
+        loss.backward()
+        optimizer.step()
 
 
 def estimator(model, *, epochs, batch_size, device, **params):
@@ -110,26 +116,18 @@ def epoch_cases(model, X, y, *, batch_size, device):
     est = estimator(model, epochs=1, batch_size=batch_size, device=device).fit(X, y)
     dataset = est.get_dataset(X, y)
     X_t, y_t = dataset.tensors
-    module, optimizer, criterion = est.module_, est.optimizer_, est.criterion_
     generator = torch.Generator(device=device).manual_seed(0)
-    forward_kwargs = {"generator": generator} if isinstance(module, SparseTokenAttention) else {}
 
-    def hand_epoch():
-        order = torch.randperm(len(X_t), generator=generator, device=device)
-        for start in range(0, len(X_t), batch_size):
-            index = order[start:start + batch_size]
-            X_batch, y_batch = X_t.index_select(0, index), y_t.index_select(0, index)
-            optimizer.zero_grad()
-            loss = criterion(module(X_batch, **forward_kwargs), y_batch)
-            loss.backward()
-            optimizer.step()
+    def hand_loop_epoch():
+        hand_epoch(est.module_, est.optimizer_, est.criterion_, X_t, y_t,
+                   batch_size=batch_size, generator=generator)
 
     def skorch_epoch():
         est.history.new_epoch()
         iterator = est.get_iterator(dataset, training=True)
         est.run_single_epoch(iterator, training=True, prefix="train", step_fn=est.train_step)
 
-    return {"hand loop epoch": hand_epoch, "skorch epoch": skorch_epoch}
+    return {"hand loop epoch": hand_loop_epoch, "skorch epoch": skorch_epoch}
 
 
 def fit_cases(model, X, y, *, epochs, batch_size, device):
