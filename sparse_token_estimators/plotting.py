@@ -191,12 +191,9 @@ def save_figures(results, out_dir, *, dpi=90):
     Examples
     --------
     >>> import tempfile
-    >>> from sparse_token_estimators.reproduce import ReproductionConfig, run
-    >>> tiny = ReproductionConfig(seq_len=4, token_dim=2, n_selected=2, n_samples=64,
-    ...     n_test=32, pe_dims=(2,), fcn_span=(1.0, 2.0), length_pe_dim=8,
-    ...     length_factors=(1, 4), scaling_factors=(0.5, 1.0), n_jobs=1, device="cpu")
+    >>> from sparse_token_estimators.reproduce import SMOKE, run
     >>> with tempfile.TemporaryDirectory() as out:
-    ...     [p.name for p in save_figures(run(tiny, progress=False), out)]
+    ...     [p.name for p in save_figures(run(SMOKE, progress=False), out)]
     ['width_separation.png', 'length_generalisation.png', 'alignment.png', 'width_scaling.png']
     """
     plt = _pyplot()

@@ -49,11 +49,8 @@ def assess_claims(results, thresholds=THRESHOLDS):
 
     Examples
     --------
-    >>> from sparse_token_estimators.reproduce import ReproductionConfig, run
-    >>> tiny = ReproductionConfig(seq_len=4, token_dim=2, n_selected=2, n_samples=64,
-    ...     n_test=32, pe_dims=(2,), fcn_span=(1.0, 2.0), length_pe_dim=8,
-    ...     length_factors=(1, 4), scaling_factors=(1.0,), n_jobs=1, device="cpu")
-    >>> results = run(tiny, progress=False)
+    >>> from sparse_token_estimators.reproduce import SMOKE, run
+    >>> results = run(SMOKE, progress=False)
     >>> lenient = dict(THRESHOLDS, alignment_final=-1.0)
     >>> [c["supported"] for c in assess_claims(results, lenient) if c["claim"] == "alignment"]
     [True]
@@ -181,12 +178,9 @@ def write_outputs(results, out_dir, *, plots=True):
     Examples
     --------
     >>> import tempfile
-    >>> from sparse_token_estimators.reproduce import ReproductionConfig, run
-    >>> tiny = ReproductionConfig(seq_len=4, token_dim=2, n_selected=2, n_samples=64,
-    ...     n_test=32, pe_dims=(2,), fcn_span=(1.0, 2.0), length_pe_dim=8,
-    ...     length_factors=(1, 4), scaling_factors=(1.0,), n_jobs=1, device="cpu")
+    >>> from sparse_token_estimators.reproduce import SMOKE, run
     >>> with tempfile.TemporaryDirectory() as out:
-    ...     sorted(p.name for p in write_outputs(run(tiny, progress=False), out, plots=False))
+    ...     sorted(p.name for p in write_outputs(run(SMOKE, progress=False), out, plots=False))
     ['alignment.csv', 'length_generalisation.csv', 'results.json', 'summary.md', 'width_scaling.csv', 'width_scaling_points.csv', 'width_separation.csv']
     """
     out = Path(out_dir)

@@ -124,6 +124,13 @@ PAPER = ReproductionConfig(
     scaling_factors=(0.25, 0.5, 1.0, 2.0), target_r2=0.85,
 )
 SCALES = {"quick": QUICK, "paper": PAPER}
+#: seconds on a CPU, for the examples in the docstrings: exercises every step
+#: of a run, too small to support any claim
+SMOKE = ReproductionConfig(
+    seq_len=4, token_dim=2, n_selected=2, n_samples=64, n_test=32, pe_dims=(2,),
+    fcn_span=(1.0, 2.0), length_pe_dim=8, length_factors=(1, 4),
+    scaling_factors=(0.5, 1.0), n_jobs=1, device="cpu",
+)
 
 class Progress:
     """Counts fits on stderr: a tqdm bar when tqdm is installed, else plain lines.
@@ -276,11 +283,12 @@ def length_generalisation(config, progress=None):
     )
     progress.advance(len(encodings))
 
+    tests = {factor: _task(config, factor * config.seq_len, config.n_test, "test")
+             for factor in config.length_factors}
     length_rows, alignment_rows = [], []
     for encoding, est in zip(encodings, fitted):
-        for factor in config.length_factors:
+        for factor, (X_test, y_test) in tests.items():
             seq_len = factor * config.seq_len
-            X_test, y_test = _task(config, seq_len, config.n_test, "test")
             length_rows.append({
                 "encoding": encoding, "factor": factor, "seq_len": seq_len,
                 "test_loss": selection_loss(y_test, est.predict(X_test)),
@@ -430,11 +438,8 @@ def run(config=QUICK, *, progress=True):
 
     Examples
     --------
-    >>> from sparse_token_estimators.reproduce import ReproductionConfig, run
-    >>> tiny = ReproductionConfig(seq_len=4, token_dim=2, n_selected=2, n_samples=64,
-    ...     n_test=32, pe_dims=(2,), fcn_span=(1.0, 2.0), length_pe_dim=8,
-    ...     length_factors=(1, 2), scaling_factors=(1.0,), n_jobs=1, device="cpu")
-    >>> results = run(tiny, progress=False)
+    >>> from sparse_token_estimators.reproduce import SMOKE, run
+    >>> results = run(SMOKE, progress=False)
     >>> [c["claim"] for c in results["claims"]]
     ['width separation', 'length generalisation', 'alignment', 'width scaling']
     """
