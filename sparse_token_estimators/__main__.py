@@ -67,15 +67,15 @@ def _check_matplotlib():
 def _dask_backend(address):
     """Send joblib's work (the searches' fits) to the Dask cluster at ``address``."""
     try:
-        from dask.distributed import Client
+        import dask.distributed  # noqa: F401
     except ImportError:
         raise SystemExit(
             "--scheduler needs dask.distributed: pip install "
             "'sparse-token-estimators[distributed]'"
         ) from None
-    import joblib
+    from .distributed import dask_backend
 
-    with Client(address) as client, joblib.parallel_config("dask"):
+    with dask_backend(address) as client:
         print(f"running the searches on {client}", file=sys.stderr)
         yield
 
