@@ -15,13 +15,13 @@ with the identity, and the fit's time.
     python benchmarks/bench_positional.py --quality --pe-dims 16,32
 """
 
-import math
 from contextlib import contextmanager
 
 import torch
 
 import common
 from sparse_token_estimators import SparseTokenTransformer, make_sparse_selection, positional
+from sparse_token_estimators.theory import identity_alignment
 
 
 def gaussian_unit_vectors(*shape, generator=None, device=None):
@@ -42,11 +42,6 @@ def drawing(kind):
         yield
     finally:
         positional.random_unit_vectors = saved
-
-
-def alignment(W):
-    """<W, I> / (||W||_F sqrt(d_p)): the paper's cosine with the identity."""
-    return float(torch.trace(W) / (W.norm() * math.sqrt(W.shape[0])))
 
 
 def main():
@@ -94,7 +89,7 @@ def main():
                         "pe_dim": pe_dim, "seed": seed, "draw": kind,
                         "R^2 at T=20": scores[20], "R^2 at 2T": scores[40],
                         "R^2 at 4T": scores[80],
-                        "alignment": alignment(est.module_.W.detach().cpu()),
+                        "alignment": identity_alignment(est.module_.W),
                         "fit seconds": wall, "fit CPU seconds": cpu,
                     })
             for kind in DRAWS:
