@@ -14,7 +14,7 @@ from joblib import effective_n_jobs
 from . import report, reproduce
 from ._layout import check_int
 from .datasets import make_sparse_selection
-from .estimators import resolve_device
+from ._device import resolve_device
 
 
 def build_parser():

@@ -23,8 +23,10 @@ from sklearn.utils.validation import check_is_fitted
 from torch.utils.data import TensorDataset
 
 from ._batching import TensorBatches
+from ._device import resolve_device
 from ._layout import check_int, check_target, check_tokens
 from .modules import FullyConnectedNet, SparseTokenAttention
+from .positional import ENCODINGS
 
 
 class TrainingDivergedError(RuntimeError):
@@ -45,32 +47,6 @@ class TrainingDivergedError(RuntimeError):
     ...     print("diverged; fitted:", est.initialized_)
     diverged; fitted: False
     """
-
-
-def resolve_device(device):
-    """Map ``"auto"`` to ``"cuda"`` when a GPU is present, else ``"cpu"``."""
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device is None:
-        return device
-    try:
-        parsed = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(
-            f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N'; got {device!r}."
-        ) from exc
-    if parsed.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
-            f"device={device!r} was requested but no CUDA GPU is available; use "
-            "device='auto' (GPU when present) or device='cpu'."
-        )
-    if parsed.type == "cuda" and (parsed.index or 0) >= torch.cuda.device_count():
-        raise ValueError(
-            f"device={device!r} was requested but only {torch.cuda.device_count()} "
-            "CUDA GPU(s) are visible, numbered from 0; use device='cuda' or "
-            "device='cuda:N' with N below that count."
-        )
-    return device
 
 
 class _SparseTokenRegressor(NeuralNetRegressor):
@@ -424,18 +400,20 @@ class SparseTokenTransformer(_SparseTokenRegressor):
         check_int(self.pe_dim, "pe_dim")
         check_int(self.max_seq_len, "max_seq_len")
         check_int(self.n_pe_draws, "n_pe_draws")
-        if self.positional_encoding not in ("stochastic", "fixed"):
+        if self.positional_encoding not in ENCODINGS:
+            names = ", ".join(repr(name) for name in ENCODINGS)
             raise ValueError(
-                "positional_encoding must be 'stochastic' or 'fixed'; got "
+                f"positional_encoding must be one of {names}; got "
                 f"{self.positional_encoding!r}."
             )
 
     def _check_seq_len(self, seq_len, *, fitting):
-        if self.positional_encoding == "fixed" and seq_len > self.max_seq_len:
+        encoding = ENCODINGS[self.positional_encoding]
+        if not encoding.takes_any_length and seq_len > self.max_seq_len:
             raise ValueError(
-                f"X has seq_len {seq_len} but the fixed positional encoding has "
-                f"only max_seq_len={self.max_seq_len} positions. Refit with "
-                f"max_seq_len >= {seq_len}, or use positional_encoding='stochastic', "
+                f"X has seq_len {seq_len} but the {self.positional_encoding} "
+                f"positional encoding has only max_seq_len={self.max_seq_len} "
+                f"positions. Refit with max_seq_len >= {seq_len}, or use positional_encoding='stochastic', "
                 "which takes any length."
             )
 

@@ -8,7 +8,11 @@ import torch
 from torch import nn
 
 from ._layout import split_tokens
-from .positional import FixedPositionalEncoding, StochasticPositionalEncoding
+from .positional import ENCODINGS
+
+
+def _names(options):
+    return ", ".join(repr(name) for name in options)
 
 
 class SparseTokenAttention(nn.Module):
@@ -54,15 +58,12 @@ class SparseTokenAttention(nn.Module):
     def __init__(self, token_dim, pe_dim=64, positional_encoding="stochastic",
                  max_seq_len=256, n_pe_draws=1, output_map=False, eval_seed=0):
         super().__init__()
-        if positional_encoding == "stochastic":
-            self.positions = StochasticPositionalEncoding(pe_dim)
-        elif positional_encoding == "fixed":
-            self.positions = FixedPositionalEncoding(pe_dim, max_seq_len)
-        else:
+        if positional_encoding not in ENCODINGS:
             raise ValueError(
-                "positional_encoding must be 'stochastic' or 'fixed'; got "
+                f"positional_encoding must be one of {_names(ENCODINGS)}; got "
                 f"{positional_encoding!r}."
             )
+        self.positions = ENCODINGS[positional_encoding](pe_dim, max_seq_len)
         self.stochastic = positional_encoding == "stochastic"
         self.n_pe_draws = n_pe_draws
         self.eval_seed = eval_seed

@@ -79,7 +79,10 @@ class StochasticPositionalEncoding(nn.Module):
     torch.Size([4, 10, 16])
     """
 
-    def __init__(self, pe_dim):
+    #: whether any sequence length works (no table to run out of)
+    takes_any_length = True
+
+    def __init__(self, pe_dim, max_seq_len=None):
         super().__init__()
         self.pe_dim = pe_dim
 
@@ -109,6 +112,8 @@ class FixedPositionalEncoding(nn.Module):
     torch.Size([1, 10, 16])
     """
 
+    takes_any_length = False
+
     def __init__(self, pe_dim, max_seq_len):
         super().__init__()
         self.pe_dim = pe_dim
@@ -123,3 +128,11 @@ class FixedPositionalEncoding(nn.Module):
                 "max_seq_len or use positional_encoding='stochastic'."
             )
         return self.table[:seq_len].unsqueeze(0)  # (1, T, d_p)
+
+
+#: ``positional_encoding`` name -> encoding class: the one list of the encodings
+#: the module builds and the estimators accept
+ENCODINGS = {
+    "stochastic": StochasticPositionalEncoding,
+    "fixed": FixedPositionalEncoding,
+}

@@ -19,7 +19,7 @@ from sparse_token_estimators import (
     SparseTokenTransformer,
     make_sparse_selection,
 )
-from sparse_token_estimators.estimators import resolve_device
+from sparse_token_estimators._device import resolve_device
 from sparse_token_estimators.modules import SparseTokenAttention
 
 ESTIMATORS = {

@@ -89,7 +89,7 @@ def test_attention_shapes_and_zero_initialised_W(encoding):
 
 
 def test_unknown_encoding_raises():
-    with pytest.raises(ValueError, match="positional_encoding must be 'stochastic' or 'fixed'"):
+    with pytest.raises(ValueError, match="positional_encoding must be one of 'stochastic', 'fixed'"):
         SparseTokenAttention(4, positional_encoding="sinusoidal")
 
 
