@@ -259,3 +259,19 @@ def test_verbose_prints_the_epoch_table(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["epoch", "train_loss", "valid_loss", "dur"]
     assert [line.split()[0] for line in lines[2:]] == ["1", "2", "3"]
+
+
+def test_readme_training_controls_route(capsys):
+    record = RecordWeights()
+    est = SparseTokenTransformer(
+        train_split=ValidSplit(5),
+        callbacks=[EarlyStopping(patience=3, load_best=True),
+                   LRScheduler(policy=StepLR, step_size=5, gamma=0.5), ("record", record)],
+        verbose=1,
+        random_state=0,
+    ).fit(X, Y)
+    lrs = est.history_[:, "event_lr"]
+    assert len(lrs) > 5 and lrs[:6] == [0.02] * 5 + [0.01]  # halved after 5 epochs
+    best = int(np.argmin(est.history_[:, "valid_loss"]))
+    assert_same_weights(weights(est), record.per_epoch[best])
+    assert "valid_loss" in capsys.readouterr().out

@@ -327,3 +327,10 @@ def test_population_fits_learn():
     losses = fcn.history_[:, "train_loss"]
     assert losses[-1] < 0.8 * losses[0]
     assert fcn.score(X_test, y_test) > 0.3  # 0.45 when measured; a fixed-sample fit 0.41
+
+
+def test_readme_quickstart_stream_line():
+    # the README's line at a tenth of its size (2000 sequences, 2 epochs)
+    population = SparseSelectionStream(20, 8, 3, n_samples=2000)
+    est = SparseTokenFCN(hidden_width=32, max_epochs=2).fit(population)
+    assert (est.seq_len_, est.token_dim_) == (20, 8) and len(est.history_) == 2
