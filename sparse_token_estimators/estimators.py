@@ -159,9 +159,26 @@ class _SparseTokenRegressor(NeuralNetRegressor):
             params = {name: params[name] for name in names if name in params}
         _params.validate(self._parameter_constraints, params, type(self).__name__)
         if names is None:
-            super()._validate_params()
+            self._check_routed_names()
         if "device" in params:
             resolve_device(self.device)  # an absent GPU is a fact of the machine
+
+    def _check_routed_names(self):
+        # skorch's check of prefix__name arguments, before anything is built:
+        # skorch learns the component prefixes (module, criterion, optimizer)
+        # as it builds them, so name them for the check.
+        had = "prefixes_" in self.__dict__
+        saved = self.__dict__.get("prefixes_")
+        components = ["module", "criterion", "optimizer"]
+        self.__dict__["prefixes_"] = [*self.prefixes_, *(c for c in components
+                                                         if c not in self.prefixes_)]
+        try:
+            super()._validate_params()
+        finally:
+            if had:
+                self.__dict__["prefixes_"] = saved
+            else:
+                del self.__dict__["prefixes_"]
 
     def _structure(self):
         return {name: value for name, value in self.get_params(deep=False).items()
@@ -713,8 +730,8 @@ class SparseTokenTransformer(_SparseTokenRegressor):
     parameter (``pe_dim``, ``positional_encoding``, ``max_seq_len``,
     ``output_map``, ``token_dim``, ``module``, ``module__*``) makes it read as
     unfitted: ``predict`` raises ``NotFittedError`` naming the change, the
-    next ``fit`` starts afresh even with ``warm_start=True``, and setting the
-    value back restores the fitted model. ``n_pe_draws``, ``device`` and
+    next ``fit`` or ``partial_fit`` starts afresh even with
+    ``warm_start=True``, and setting the value back restores the fitted model. ``n_pe_draws``, ``device`` and
     ``compile`` are applied to the fitted module at its next use (``device``
     moves it, with the optimizer state). Every other parameter is a setting
     that keeps the fit.

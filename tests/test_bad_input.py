@@ -361,6 +361,24 @@ def test_parameters_that_predict_reads_are_checked_by_predict(est_name, fitted):
     np.testing.assert_array_equal(est.predict(X_OK), before)
 
 
+@pytest.mark.parametrize("est_name", list(NAMES))
+def test_routed_arguments_reach_their_component_and_typos_are_refused(est_name):
+    # skorch's check of prefix__name arguments runs before anything is built,
+    # and knows the components a fresh estimator has not built yet.
+    est = MAKERS[est_name]().set_params(optimizer__weight_decay=0.1,
+                                        criterion__reduction="sum", module__token_dim=D)
+    est.fit(X_OK, Y_OK)
+    assert est.optimizer_.param_groups[0]["weight_decay"] == 0.1
+    assert est.criterion_.reduction == "sum"
+    Estimator = type(est)
+    for typo, pattern in [("optimizer_weight_decay", "did you mean optimizer__weight_decay"),
+                          ("hidden_widht", r"unexpected argument\(s\) hidden_widht")]:
+        est = Estimator(**{typo: 1})
+        with pytest.raises(ValueError, match=pattern):
+            est.fit(X_OK, Y_OK)
+        assert not hasattr(est, "module_")
+
+
 def test_parameter_validation_is_scikit_learns():
     # The private pieces of scikit-learn the rules rely on: pinned, so that a
     # change in scikit-learn shows up here rather than as a silent gap.
