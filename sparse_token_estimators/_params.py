@@ -294,6 +294,9 @@ def group_of(name):
 
 
 def is_structural(name):
-    """Whether changing ``name`` makes a fitted module no longer match (no error for unknown names)."""
+    """Whether changing ``name`` makes a fitted module no longer match.
+
+    Unlike ``group_of``, a name no rule covers is simply not structural.
+    """
     prefix = name.split("__", 1)[0]
     return (PREFIX_GROUPS.get(prefix) if "__" in name else GROUPS.get(name)) == "structural"

@@ -731,10 +731,10 @@ class SparseTokenTransformer(_SparseTokenRegressor):
     ``output_map``, ``token_dim``, ``module``, ``module__*``) makes it read as
     unfitted: ``predict`` raises ``NotFittedError`` naming the change, the
     next ``fit`` or ``partial_fit`` starts afresh even with
-    ``warm_start=True``, and setting the value back restores the fitted model. ``n_pe_draws``, ``device`` and
-    ``compile`` are applied to the fitted module at its next use (``device``
-    moves it, with the optimizer state). Every other parameter is a setting
-    that keeps the fit.
+    ``warm_start=True``, and setting the value back restores the fitted
+    model. ``n_pe_draws``, ``device`` and ``compile`` are applied to the
+    fitted module at its next use (``device`` moves it, with the optimizer
+    state). Every other parameter is a setting that keeps the fit.
 
     To rebuild a fitted model elsewhere, save its weights
     (``est.save_params(f_params="w.safetensors", use_safetensors=True)``) and
@@ -784,8 +784,8 @@ class SparseTokenTransformer(_SparseTokenRegressor):
             raise ValueError(
                 f"X has seq_len {seq_len} but the {self.positional_encoding} "
                 f"positional encoding has only max_seq_len={self.max_seq_len} "
-                f"positions. Refit with max_seq_len >= {seq_len}, or use positional_encoding='stochastic', "
-                "which takes any length."
+                f"positions. Refit with max_seq_len >= {seq_len}, or use "
+                "positional_encoding='stochastic', which takes any length."
             )
 
     def _module_kwargs(self):

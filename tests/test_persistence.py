@@ -148,7 +148,8 @@ def test_readme_save_and_load_routes(tmp_path):
     new.load_params(f_params=tmp_path / "w.pt", f_optimizer=tmp_path / "opt.pt",
                     f_history=tmp_path / "history.json")
     assert len(new.history_) == 2
-    assert new.optimizer_.state_dict()["state"].keys() == est.optimizer_.state_dict()["state"].keys()
+    saved_state = est.optimizer_.state_dict()["state"]
+    assert new.optimizer_.state_dict()["state"].keys() == saved_state.keys()
     new.partial_fit(X, Y)
     assert len(new.history_) == 4
     # the whole estimator: pickle (only for files you trust)
