@@ -6,12 +6,13 @@ Hsu & Lee, ICML 2024, arXiv:2406.06893; the task is the q-sparse averaging of
 Sanford, Hsu & Telgarsky, NeurIPS 2023, arXiv:2306.02896).
 """
 
-from .datasets import make_sparse_selection
+from .datasets import SparseSelectionStream, make_sparse_selection
 from .estimators import SparseTokenFCN, SparseTokenTransformer, TrainingDivergedError
 from .preprocessing import FlattenTokens
 
 __all__ = [
     "FlattenTokens",
+    "SparseSelectionStream",
     "SparseTokenFCN",
     "SparseTokenTransformer",
     "TrainingDivergedError",

@@ -11,6 +11,8 @@ iterator then yields batches as tensor slices, in the same order as
 import torch
 from torch.utils.data import DataLoader, Subset, TensorDataset
 
+from .datasets import SparseSelectionStream
+
 #: DataLoader arguments that change which samples form a batch, or how they
 #: are combined; given any of them, the iterator hands over to DataLoader.
 _LOADER_ONLY = frozenset({"sampler", "batch_sampler", "collate_fn"})
@@ -39,10 +41,12 @@ class TensorBatches:
 
     Parameters
     ----------
-    dataset : TensorDataset or Subset of one
+    dataset : TensorDataset, Subset of one, or SparseSelectionStream
         One or two tensors (X, and y where known) sharing the first axis;
-        batches are ``(X_batch, y_batch or None)``. Any other dataset falls
-        back to ``torch.utils.data.DataLoader``.
+        batches are ``(X_batch, y_batch or None)``. A
+        :class:`~sparse_token_estimators.SparseSelectionStream` yields its
+        fresh batches (``shuffle`` has nothing to do there). Any other
+        dataset falls back to ``torch.utils.data.DataLoader``.
     batch_size : int
         Samples per batch.
     shuffle : bool, default=False
@@ -51,7 +55,8 @@ class TensorBatches:
     generator : torch.Generator or None
         Source of the permutation (the global generator when None); the
         estimators pass one seeded from their ``random_state``. A CUDA
-        generator draws the permutation on the GPU.
+        generator draws the permutation on the GPU. A stream draws one
+        number from it per epoch (see ``SparseSelectionStream.batches``).
     drop_last : bool, default=False
         Drop the last incomplete batch.
     **loader_kwargs
@@ -83,6 +88,10 @@ class TensorBatches:
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self):
+        if isinstance(self.dataset, SparseSelectionStream):
+            yield from self.dataset.batches(self.batch_size, generator=self.generator,
+                                            drop_last=self.drop_last)
+            return
         source = None if _LOADER_ONLY & self.loader_kwargs.keys() else _rows_of(self.dataset)
         if source is None or len(source[0]) > 2:
             yield from DataLoader(

@@ -1,13 +1,29 @@
-"""The sparse token selection task (q-sparse averaging) as a dataset generator."""
+"""The sparse token selection task (q-sparse averaging): a generator of arrays
+and a stream of fresh samples drawn on the device."""
 
 import numbers
 
 import numpy as np
+import torch
+from torch.utils.data import IterableDataset
 
+from ._device import resolve_device
 from ._layout import check_int
 
 #: values per block of tokens drawn at once (256 KiB of float32)
 _BLOCK_VALUES = 1 << 16
+
+
+def _check_random_state(random_state):
+    """Raise unless ``random_state`` is None, an int, a RandomState or a Generator."""
+    kinds = (numbers.Integral, np.integer, np.random.Generator, np.random.RandomState)
+    if random_state is not None and (isinstance(random_state, bool)
+                                     or not isinstance(random_state, kinds)):
+        raise TypeError(
+            "random_state must be None, an int, a numpy RandomState or a numpy "
+            f"Generator; got {random_state!r}."
+        )
+    return random_state
 
 
 def _as_generator(random_state):
@@ -17,16 +33,26 @@ def _as_generator(random_state):
     ``RandomState``; a ``RandomState`` passed in still drives the draw (it is
     consumed for a seed), as in scikit-learn.
     """
+    _check_random_state(random_state)
     if random_state is None or isinstance(random_state, (numbers.Integral, np.integer)):
         return np.random.default_rng(random_state)
     if isinstance(random_state, np.random.Generator):
         return random_state
-    if isinstance(random_state, np.random.RandomState):
-        return np.random.default_rng(random_state.randint(np.iinfo(np.int32).max))
-    raise TypeError(
-        "random_state must be None, an int, a numpy RandomState or a numpy "
-        f"Generator; got {random_state!r}."
-    )
+    return np.random.default_rng(random_state.randint(np.iinfo(np.int32).max))
+
+
+def _check_task(n_samples, seq_len, token_dim, n_selected):
+    """The task's sizes as ints, or an error naming the argument and the fix."""
+    n_samples = check_int(n_samples, "n_samples")
+    seq_len = check_int(seq_len, "seq_len")
+    token_dim = check_int(token_dim, "token_dim")
+    n_selected = check_int(n_selected, "n_selected")
+    if n_selected > seq_len:
+        raise ValueError(
+            f"n_selected must be between 1 and seq_len={seq_len}; got "
+            f"{n_selected}. Select fewer tokens or use longer sequences."
+        )
+    return n_samples, seq_len, token_dim, n_selected
 
 
 def make_sparse_selection(
@@ -86,15 +112,8 @@ def make_sparse_selection(
     >>> bool((X[..., -1].sum(axis=1) == 3).all())
     True
     """
-    n_samples = check_int(n_samples, "n_samples")
-    seq_len = check_int(seq_len, "seq_len")
-    token_dim = check_int(token_dim, "token_dim")
-    n_selected = check_int(n_selected, "n_selected")
-    if n_selected > seq_len:
-        raise ValueError(
-            f"n_selected must be between 1 and seq_len={seq_len}; got "
-            f"{n_selected}. Select fewer tokens or use longer sequences."
-        )
+    n_samples, seq_len, token_dim, n_selected = _check_task(
+        n_samples, seq_len, token_dim, n_selected)
     rng = _as_generator(random_state)
 
     X = np.empty((n_samples, seq_len, token_dim + 1), dtype=np.float32)
@@ -148,3 +167,152 @@ def _uniform_subsets(rng, n_samples, seq_len, n_selected):
         return picks
     # The draw picked the positions left out: the rest, row by row, ascending.
     return np.nonzero(~taken)[1].reshape(n_samples, n_selected)
+
+
+class SparseSelectionStream(IterableDataset):
+    """Fresh samples of the sparse token selection task, drawn on the device.
+
+    The task's population, as a dataset to fit on: every epoch brings
+    ``n_samples`` new sequences, from the distribution of
+    :func:`make_sparse_selection` (i.i.d. standard Gaussian tokens in R^d, a
+    uniformly random subset of q of the T positions for every sample, the
+    indicator as the last channel, y the average of the selected tokens).
+    They are drawn batch by batch on ``device`` by torch's generator there:
+    nothing is made on the host or copied per batch. The theory of Wang, Wei,
+    Hsu & Lee (ICML 2024) is about gradient descent on this population loss.
+
+    Both estimators fit on it with ``y=None``: ``est.fit(stream)`` learns
+    token_dim and seq_len from the stream and trains ``max_epochs`` epochs of
+    ``n_samples`` fresh sequences each, with the usual training loop,
+    callbacks and ``history_``.
+
+    Parameters
+    ----------
+    seq_len : int
+        Sequence length T.
+    token_dim : int
+        Token dimension d.
+    n_selected : int
+        Number q of selected tokens, 1 <= q <= T.
+    n_samples : int
+        Sequences per epoch (``len(stream)``).
+    random_state : int, RandomState, Generator or None, default=None
+        Seed of the stream. An int gives the same samples for the same
+        ``generator`` state (see ``batches``); a RandomState or Generator is
+        consumed once per epoch; None draws fresh entropy every epoch.
+    device : str, default="auto"
+        Where the samples are drawn: "auto" (a GPU when present), "cpu",
+        "cuda" or "cuda:N". An estimator fits on a stream drawn on its own
+        device.
+
+    Attributes
+    ----------
+    seq_len, token_dim, n_selected, n_samples, random_state, device
+        The parameters, as given.
+
+    Notes
+    -----
+    The samples follow the generator's distribution, not its numbers: a
+    stream and ``make_sparse_selection`` with one seed draw different data.
+    The same seeds give the same samples on the same kind of device and the
+    same ``batch_size`` (CPU and CUDA generators differ).
+
+    Examples
+    --------
+    >>> from sparse_token_estimators import SparseSelectionStream, SparseTokenFCN
+    >>> stream = SparseSelectionStream(10, 4, 2, n_samples=256, random_state=0,
+    ...                                device="cpu")
+    >>> len(stream)
+    256
+    >>> X, y = next(iter(stream.batches(64)))
+    >>> tuple(X.shape), tuple(y.shape), int(X[0, :, -1].sum())
+    ((64, 10, 5), (64, 4), 2)
+    >>> est = SparseTokenFCN(hidden_width=16, max_epochs=2, random_state=0,
+    ...                      device="cpu").fit(stream)
+    >>> est.seq_len_, est.token_dim_, len(est.history_)
+    (10, 4, 2)
+    """
+
+    def __init__(self, seq_len, token_dim, n_selected, *, n_samples, random_state=None,
+                 device="auto"):
+        # The generator's checks: the same messages for the same mistakes.
+        n_samples, seq_len, token_dim, n_selected = _check_task(
+            n_samples, seq_len, token_dim, n_selected)
+        self.seq_len = seq_len
+        self.token_dim = token_dim
+        self.n_selected = n_selected
+        self.n_samples = n_samples
+        self.random_state = _check_random_state(random_state)
+        resolve_device(device)  # a bad or absent device fails here, not at fit
+        self.device = device
+
+    def __len__(self):
+        return self.n_samples
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(seq_len={self.seq_len}, token_dim={self.token_dim}, "
+                f"n_selected={self.n_selected}, n_samples={self.n_samples}, "
+                f"random_state={self.random_state!r}, device={self.device!r})")
+
+    def batches(self, batch_size, *, generator=None, drop_last=False):
+        """Yield one epoch of ``(X, y)`` batches, drawn on the device.
+
+        Parameters
+        ----------
+        batch_size : int
+            Sequences per batch (the last batch may be smaller).
+        generator : torch.Generator or None
+            One number is drawn from it per epoch and mixed with the stream's
+            seed: the estimators pass their training generator, so every
+            epoch brings new samples and the same two seeds the same
+            samples. None: the stream's seed alone (with an int
+            ``random_state``, every call yields the same epoch).
+        drop_last : bool, default=False
+            Leave out the last incomplete batch.
+
+        Yields
+        ------
+        X : Tensor of shape (batch, seq_len, token_dim + 1), float32
+        y : Tensor of shape (batch, token_dim), float32
+        """
+        batch_size = check_int(batch_size, "batch_size")
+        device = resolve_device(self.device)
+        # Once per epoch, on the host: the seed of this epoch's device generator.
+        mix = 0
+        if generator is not None:
+            mix = int(torch.randint(2**62, (), generator=generator, device=generator.device))
+        base = int(_as_generator(self.random_state).integers(2**62))
+        words = np.random.SeedSequence([base, mix]).generate_state(2, np.uint32)
+        rng = torch.Generator(device=device).manual_seed(int(words[0]) << 32 | int(words[1]))
+        n = self.n_samples
+        stop = n - n % batch_size if drop_last else n
+        for start in range(0, stop, batch_size):
+            yield self._draw(min(batch_size, n - start), rng, device)
+
+    def __iter__(self):
+        """One epoch, sample by sample (drawn in batches of 4096)."""
+        for X, y in self.batches(4096):
+            yield from zip(X, y)
+
+    def _draw(self, batch, rng, device):
+        T, d, q = self.seq_len, self.token_dim, self.n_selected
+        tokens = torch.randn(batch, T, d, generator=rng, device=device)  # (B, T, d)
+        selected = _uniform_subsets_on(rng, batch, T, q, device).float()  # (B, T)
+        y = (selected.unsqueeze(1) @ tokens).squeeze(1) / q  # (B, d): mean of the selected
+        return torch.cat([tokens, selected.unsqueeze(-1)], dim=-1), y  # (B, T, d + 1)
+
+
+def _uniform_subsets_on(rng, n_samples, seq_len, n_selected, device):
+    """A uniformly random ``n_selected``-subset per row, as a (n, T) bool mask.
+
+    Floyd's algorithm, as in ``_uniform_subsets``, with torch on the device:
+    min(q, T - q) draws per row, every subset equally likely.
+    """
+    n_drawn = min(n_selected, seq_len - n_selected)
+    rows = torch.arange(n_samples, device=device)
+    taken = torch.zeros(n_samples, seq_len, dtype=torch.bool, device=device)
+    for j in range(seq_len - n_drawn, seq_len):
+        t = torch.randint(j + 1, (n_samples,), generator=rng, device=device)
+        t = torch.where(taken[rows, t], j, t)
+        taken[rows, t] = True
+    return taken if n_drawn == n_selected else ~taken

@@ -43,7 +43,7 @@ class SparseTokenAttention(nn.Module):
     eval_seed : int
         Seed of the positional draws in eval mode: they are shared by all
         sequences of the same length, so a prediction depends on its own
-        sequence only.
+        sequence only. Kept as a buffer (in the ``state_dict``).
 
     Examples
     --------
@@ -66,7 +66,8 @@ class SparseTokenAttention(nn.Module):
         self.positions = ENCODINGS[positional_encoding](pe_dim, max_seq_len)
         self.stochastic = positional_encoding == "stochastic"
         self.n_pe_draws = n_pe_draws
-        self.eval_seed = eval_seed
+        # In the state_dict: loaded weights predict with the draws they were saved with.
+        self.register_buffer("eval_seed", torch.tensor(eval_seed, dtype=torch.int64))
         self.W = nn.Parameter(torch.zeros(pe_dim, pe_dim))
         self._eval_draws = None  # (key, positions) of the last eval-mode draw
         self.value = None
@@ -78,11 +79,12 @@ class SparseTokenAttention(nn.Module):
         # Drawn on the CPU from a fixed seed, shared by the whole batch: a
         # prediction depends on its own sequence only, and CPU and GPU agree.
         # Kept for the next batch, so predicting draws and copies them once.
-        key = (seq_len, torch.device(device), self.eval_seed, self.n_pe_draws)
+        eval_seed = int(self.eval_seed)
+        key = (seq_len, torch.device(device), eval_seed, self.n_pe_draws)
         if self._eval_draws is None or self._eval_draws[0] != key:
             draws = [
                 self.positions(1, seq_len,
-                               generator=torch.Generator().manual_seed(self.eval_seed + k))
+                               generator=torch.Generator().manual_seed(eval_seed + k))
                 for k in range(self.n_pe_draws)
             ]
             self._eval_draws = (key, torch.stack(draws).to(device))  # (K, 1, T, d_p)

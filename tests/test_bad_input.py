@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import scipy.sparse
 import torch
-from skorch.callbacks import Callback
+from sklearn.exceptions import NotFittedError
+from skorch.callbacks import Callback, EarlyStopping
 
 from sparse_token_estimators import (
     FlattenTokens,
@@ -227,38 +228,259 @@ def test_unfitted_estimator_stays_unfitted(est_name, kind):
     assert not hasattr(spy, "events") or spy.events == []
 
 
-PARAMS = {
-    "stochastic": [("pe_dim", 0, "pe_dim must be an integer >= 1"),
-                   ("pe_dim", "64", "pe_dim must be an integer >= 1"),
-                   ("n_pe_draws", 0, "n_pe_draws must be an integer >= 1"),
-                   ("max_seq_len", 0, "max_seq_len must be an integer >= 1"),
-                   ("positional_encoding", "learned",
-                    "positional_encoding must be one of 'stochastic', 'fixed'"),
-                   ("lr", float("nan"), r"lr \(the learning rate\) must be finite"),
-                   ("lr", float("inf"), r"lr \(the learning rate\) must be finite"),
-                   ("lr", -0.1, r"lr \(the learning rate\) must be finite and >= 0"),
-                   ("lr", "fast", r"lr \(the learning rate\) must be a number"),
-                   ("random_state", "a", r"random_state must be None, an int"),
-                   ("random_state", -1, r"random_state must be None, an int in \[0, 2\*\*32"),
-                   ("device", "tpu", "device must be 'auto', 'cpu', 'cuda' or 'cuda:N'")],
-    "fcn": [("hidden_width", 0, "hidden_width must be an integer >= 1"),
-            ("hidden_width", 2.5, "hidden_width must be an integer >= 1"),
-            ("n_hidden_layers", 0, "n_hidden_layers must be an integer >= 1"),
-            ("lr", float("nan"), r"lr \(the learning rate\) must be finite")],
+# Every constructor parameter, the package's and skorch's: bad values (each
+# row of the table in issue 16 and its neighbours: negative, zero, float,
+# string, None where None is not allowed, a wrong type).
+BAD_PARAMS = {
+    "batch_size": [-5, -2, 0, 32.5, "32", None, True],
+    "max_epochs": [-1, 0, 2.5, "10", None, True],
+    "optimizer": ["adam", None, 1],
+    "criterion": ["mse", None, 1],
+    "callbacks": ["x", 1, [1], ["EarlyStopping"], [("stop",)], EarlyStopping()],
+    "train_split": [0.2, 5, "valid"],
+    "iterator_train": ["TensorBatches", None, 1],
+    "iterator_valid": ["TensorBatches", None, 1],
+    "iterator_train__shuffle": ["yes", None],
+    "dataset": ["Dataset", None],
+    "warm_start": ["yes", 1, None],
+    "verbose": ["loud", -1, 1.5, None],
+    "predict_nonlinearity": ["sigmoid", 1],
+    "compile": ["yes", 1, None],
+    "use_caching": ["yes", None],
+    "torch_load_kwargs": ["weights_only", 1],
+    "random_state": ["a", -1, 1.5, 2**32],
+    "device": ["tpu", "gpu", 1, "meta"],
+    "lr": [float("nan"), float("inf"), -0.1, "fast", None, True],
+    "token_dim": [0, -1, 2.5, "2", True],
+    "module": ["SparseTokenAttention", None],
 }
-if not torch.cuda.is_available():
-    PARAMS["fcn"].append(("device", "cuda", "no CUDA GPU is available; use device='auto'"))
+OWN_BAD_PARAMS = {
+    "stochastic": {"pe_dim": [0, -1, 2.5, "64", None, True],
+                   "n_pe_draws": [0, -1, 1.5, None],
+                   "max_seq_len": [0, 2.5, None],
+                   "positional_encoding": ["rope", None, 1],
+                   "output_map": ["yes", None, 1]},
+    "fcn": {"seq_len": [0, -1, 2.5, "5", True],
+            "hidden_width": [0, -1, 2.5, "8", None],
+            "n_hidden_layers": [0, -1, 1.5, None]},
+}
+# The fix each message must carry (beyond scikit-learn's "must be ..., got ...").
+FIXES = {
+    ("batch_size", -5): r"-1 takes all of them as one batch",
+    ("max_epochs", 0): r"0 would return a model that never trained",
+    ("optimizer", "adam"): r"optimizer=torch\.optim\.Adam, not a string",
+    ("criterion", "mse"): r"criterion=torch\.nn\.MSELoss, not a string",
+    ("callbacks", "x"): r"callbacks=\[EarlyStopping\(monitor='train_loss'\)\]",
+    ("train_split", 0.2): r"train_split=skorch\.dataset\.ValidSplit\(0\.2\)",
+    ("warm_start", "yes"): r"Pass True .* or False",
+    ("verbose", "loud"): r"Pass 0 \(silent, the default\) or 1",
+    ("device", "tpu"): r"Pass 'auto' .*'cpu', 'cuda' or 'cuda:N'",
+    ("token_dim", 0): r"None learns it from X at fit",
+}
+NAMES = {"stochastic": "SparseTokenTransformer", "fcn": "SparseTokenFCN"}
 
 
-@pytest.mark.parametrize("est_name, param, value, pattern",
-                         [(e, *case) for e, cs in PARAMS.items() for case in cs])
-def test_bad_parameters_are_refused_at_fit(est_name, param, value, pattern):
-    spy = Spy()
-    est = MAKERS[est_name]().set_params(callbacks=[("spy", spy)], **{param: value})
-    with pytest.raises((ValueError, TypeError), match=pattern):
+def param_cases():
+    for est_name in NAMES:
+        for param, values in {**BAD_PARAMS, **OWN_BAD_PARAMS[est_name]}.items():
+            for value in values:
+                yield pytest.param(est_name, param, value, id=f"{est_name}-{param}={value!r}")
+
+
+def assert_names_the_parameter(exc, est_name, param, value):
+    # scikit-learn's InvalidParameterError: both a ValueError and a TypeError
+    assert isinstance(exc, ValueError) and isinstance(exc, TypeError)
+    message = str(exc)
+    pattern = (rf"^The '{param}' parameter of {NAMES[est_name]} must be .+\. "
+               rf"Got {re.escape(repr(value))} instead\. \S")  # ... and a hint follows
+    assert re.search(pattern, message, flags=re.S), message
+    fix = FIXES.get((param, value)) if isinstance(value, (str, int, float)) else None
+    assert fix is None or re.search(fix, message), message
+
+
+@pytest.mark.parametrize("est_name, param, value", list(param_cases()))
+def test_bad_parameters_are_refused_before_anything_is_built(est_name, param, value):
+    for method in ("fit", "partial_fit", "initialize"):
+        spy = Spy()
+        est = MAKERS[est_name]().set_params(callbacks=[("spy", spy)], token_dim=D)
+        est.set_params(**{param: value})
+        with pytest.raises((ValueError, TypeError)) as info:
+            getattr(est, method)(*(() if method == "initialize" else (X_OK, Y_OK)))
+        assert_names_the_parameter(info.value, est_name, param, value)
+        assert not hasattr(est, "module_") and not est.initialized_
+        assert not hasattr(spy, "events") or spy.events == []
+
+
+@pytest.mark.parametrize("est_name, param, value", list(param_cases()))
+def test_bad_parameters_leave_a_fitted_estimator_as_it_was(est_name, param, value, fitted):
+    est = fitted[est_name]
+    before = snapshot(est)
+    good = est.get_params(deep=False)[param]
+    est.set_params(**{param: value})
+    try:
+        for method in ("fit", "partial_fit", "initialize"):
+            with pytest.raises((ValueError, TypeError)) as info:
+                getattr(est, method)(*(() if method == "initialize" else (X_OK, Y_OK)))
+            assert_names_the_parameter(info.value, est_name, param, value)
+            assert_unchanged(before, snapshot(est))
+    finally:
+        est.set_params(**{param: good})
+    assert_unchanged(before, snapshot(est))
+
+
+def test_every_parameter_has_bad_values_in_the_matrix():
+    for est_name, make in MAKERS.items():
+        if est_name in NAMES:
+            covered = set(BAD_PARAMS) | set(OWN_BAD_PARAMS[est_name])
+            assert set(make().get_params(deep=False)) - {"_params_to_validate"} == covered
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+@pytest.mark.parametrize("est_name", list(NAMES))
+def test_absent_gpu_is_refused_before_anything_is_built(est_name):
+    est = MAKERS[est_name]().set_params(device="cuda")
+    with pytest.raises(ValueError, match="no CUDA GPU is available; use device='auto'"):
         est.fit(X_OK, Y_OK)
     assert not hasattr(est, "module_")
-    assert not hasattr(spy, "events") or spy.events == []
+
+
+@pytest.mark.parametrize("est_name", list(NAMES))
+def test_parameters_that_predict_reads_are_checked_by_predict(est_name, fitted):
+    est = fitted[est_name]
+    before = est.predict(X_OK)
+    for param, value in [("batch_size", 0), ("iterator_valid", None), ("device", "tpu")]:
+        good = est.get_params()[param]
+        est.set_params(**{param: value})
+        try:
+            for method in ("predict", "score"):
+                with pytest.raises(ValueError) as info:
+                    getattr(est, method)(*((X_OK,) if method == "predict" else (X_OK, Y_OK)))
+                assert_names_the_parameter(info.value, est_name, param, value)
+        finally:
+            est.set_params(**{param: good})
+    np.testing.assert_array_equal(est.predict(X_OK), before)
+
+
+@pytest.mark.parametrize("est_name", list(NAMES))
+def test_routed_arguments_reach_their_component_and_typos_are_refused(est_name):
+    # skorch's check of prefix__name arguments runs before anything is built,
+    # and knows the components a fresh estimator has not built yet.
+    est = MAKERS[est_name]().set_params(optimizer__weight_decay=0.1,
+                                        criterion__reduction="sum", module__token_dim=D)
+    est.fit(X_OK, Y_OK)
+    assert est.optimizer_.param_groups[0]["weight_decay"] == 0.1
+    assert est.criterion_.reduction == "sum"
+    Estimator = type(est)
+    for typo, pattern in [("optimizer_weight_decay", "did you mean optimizer__weight_decay"),
+                          ("hidden_widht", r"unexpected argument\(s\) hidden_widht")]:
+        est = Estimator(**{typo: 1})
+        with pytest.raises(ValueError, match=pattern):
+            est.fit(X_OK, Y_OK)
+        assert not hasattr(est, "module_")
+
+
+def test_parameter_validation_is_scikit_learns():
+    # The private pieces of scikit-learn the rules rely on: pinned, so that a
+    # change in scikit-learn shows up here rather than as a silent gap.
+    from sklearn.utils._param_validation import (
+        Interval,
+        InvalidParameterError,
+        Options,
+        StrOptions,
+        validate_parameter_constraints,
+    )
+
+    from sparse_token_estimators import _params
+
+    assert issubclass(InvalidParameterError, ValueError)
+    assert issubclass(InvalidParameterError, TypeError)
+    assert issubclass(_params.Count, Interval) and issubclass(_params.Device, Options)
+    assert SparseTokenTransformer._parameter_constraints is _params.TRANSFORMER
+    assert SparseTokenFCN._parameter_constraints is _params.FCN
+    with pytest.raises(InvalidParameterError, match="The 'x' parameter of f must be"):
+        validate_parameter_constraints({"x": [StrOptions({"a"})]}, {"x": "b"}, "f")
+    # bools are ints to Python, never sizes or rates here
+    for constraint in (_params.Count(1), _params.NonNegative()):
+        assert not constraint.is_satisfied_by(True)
+
+
+# -- no fit returns without having trained ----------------------------------------
+
+
+def no_batches(dataset, **kwargs):
+    return []
+
+
+class OneEpochOnly:
+    """An iterator_train whose batches run out after the first epoch."""
+
+    def __init__(self, dataset, **kwargs):
+        self.batches = iter([[dataset[:][0], dataset[:][1]]])
+
+    def __iter__(self):
+        return self.batches
+
+
+def empty_training_split(dataset, y=None, **kwargs):
+    return torch.utils.data.Subset(dataset, []), dataset
+
+
+EMPTY_EPOCH = {
+    "drop_last": (dict(batch_size=32, iterator_train__drop_last=True),
+                  r"Epoch 1 took no optimisation step: iterator_train yielded no batch: "
+                  r"from 12 training sequences in batches of batch_size=32 with "
+                  r"drop_last=True.*Lower batch_size to at most 12, or set "
+                  r"iterator_train__drop_last=False"),
+    "empty-iterator": (dict(iterator_train=no_batches),
+                       r"Epoch 1 took no optimisation step.*Check iterator_train"),
+    "empty-train-split": (dict(train_split=empty_training_split),
+                          r"Epoch 1 took no optimisation step.*the training data is empty "
+                          r"\(check train_split\)"),
+}
+
+
+@pytest.mark.parametrize("est_name", list(MAKERS))
+@pytest.mark.parametrize("case", list(EMPTY_EPOCH))
+def test_a_fit_that_takes_no_step_is_an_error_not_a_model(est_name, case):
+    params, pattern = EMPTY_EPOCH[case]
+    for method in ("fit", "partial_fit"):
+        est = MAKERS[est_name]().set_params(**params)
+        with pytest.raises(ValueError, match=pattern + r".*reset to unfitted"):
+            getattr(est, method)(X_OK, Y_OK)
+        assert not est.initialized_ and not hasattr(est, "module_")
+        with pytest.raises(NotFittedError):
+            est.predict(X_OK)
+        assert len(est.history_) == 0  # the empty epoch is not recorded
+
+
+@pytest.mark.parametrize("est_name", list(MAKERS))
+def test_continuing_with_an_empty_epoch_keeps_the_model(est_name, fitted):
+    est = fitted[est_name]
+    before = snapshot(est)
+    est.set_params(iterator_train__drop_last=True, batch_size=32)
+    try:
+        with pytest.raises(ValueError, match="took no optimisation step.*keeps its model"):
+            est.partial_fit(X_OK, Y_OK)
+    finally:
+        est.set_params(iterator_train__drop_last=False, batch_size=8)
+    after = snapshot(est)
+    before.pop("events"), after.pop("events")  # the spy saw the empty epoch begin
+    assert_unchanged(before, after)
+
+
+def test_batches_running_out_mid_fit_is_an_error_after_what_trained():
+    est = MAKERS["fcn"]().set_params(iterator_train=OneEpochOnly, max_epochs=3)
+    with pytest.raises(ValueError, match="Epoch 2 took no optimisation step.*keeps its model"):
+        est.fit(X_OK, Y_OK)
+    assert len(est.history_) == 1 and est.history_[-1, "train_batch_count"] == 1
+    assert est.predict(X_OK).shape == Y_OK.shape  # the epoch that trained is kept
+
+
+def test_batch_size_minus_one_trains_on_everything_at_once():
+    for name in ("stochastic", "fcn"):
+        est = MAKERS[name]().set_params(batch_size=-1, max_epochs=2).fit(X_OK, Y_OK)
+        assert est.history_[:, "train_batch_count"] == [1, 1]
+        assert est.history_[-1, "batches", 0, "train_batch_size"] == N
 
 
 GENERATOR = [
