@@ -124,7 +124,10 @@ def main(argv=None):
     size = SIZES[args.size]
     searches, X, y = width_sweep(size, random_state=args.random_state)
     start = time.perf_counter()
-    cluster = {} if args.scheduler else {"n_workers": args.n_workers}
+    # The local cluster's dashboard on a free port of this machine: the example
+    # runs beside other Dask clusters (Dask's default port, 8787, may be taken).
+    cluster = ({} if args.scheduler else
+               {"n_workers": args.n_workers, "dashboard_address": "127.0.0.1:0"})
     logging.getLogger("distributed.nanny").addFilter(_NoKillNotice())
     with contextlib.ExitStack() as stack:
         try:
