@@ -90,6 +90,7 @@ sphinx_gallery_conf = {
     "gallery_dirs": "auto_examples",
     "filename_pattern": r"\.py$",  # run every example, not only plot_*.py
     "reset_argv": "gallery_conf.example_argv",
+    "within_subsection_order": "gallery_conf.example_order",
     "reset_modules": ("matplotlib", "gallery_conf.one_torch_thread"),
     "doc_module": ("sparse_token_estimators",),
     "backreferences_dir": "generated/backreferences",
