@@ -1,9 +1,10 @@
 """Sphinx configuration of the sparse_token_estimators documentation.
 
 ``make docs`` builds it into ``docs/_build/html`` with warnings as errors. The
-build is offline and deterministic: the gallery runs every example in
+build is offline and repeatable: the gallery runs every example in
 ``examples/`` at the small sizes of ``gallery_conf.EXAMPLE_ARGS``, seeded, on
-one torch thread, and fails if an example fails or prints a warning. Links to
+one torch thread (the same numbers from build to build; only the timings
+vary), and fails if an example fails or prints a warning. Links to
 other projects' documentation (intersphinx) need the network, so they are off
 unless ``DOCS_INTERSPHINX=1``.
 """

@@ -5,9 +5,11 @@ scikit-learn baselines beside the two estimators
 ``FlattenTokens`` turns the (n, T, d + 1) sequences into (n, T (d + 1)) rows,
 so any scikit-learn regressor can try the task in a pipeline. One
 ``cross_validate`` loop scores ridge regression, a multi-layer perceptron and
-nearest neighbours beside the package's fully-connected net and transformer:
-only the transformer, which attends to the selected positions, learns the
-task from this many sequences.
+nearest neighbours beside the package's fully-connected net and transformer.
+The transformer, which attends to the selected positions, comes close to
+R^2 = 1 from a few thousand sequences; the models that see the flattened
+sequence stay well below it (a linear map cannot pick tokens by their
+indicator; the nets need many more sequences).
 
 Run it as a script, with the number of training sequences as its argument::
 
@@ -19,8 +21,10 @@ Run it as a script, with the number of training sequences as its argument::
 # The models
 # ----------
 import sys
+import warnings
 
 import matplotlib.pyplot as plt
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Ridge
 from sklearn.model_selection import cross_validate
 from sklearn.neighbors import KNeighborsRegressor
@@ -38,6 +42,10 @@ n_samples = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
 T, d, q = 10, 8, 3
 X, y = make_sparse_selection(n_samples, T, d, q, random_state=0)
 
+# The perceptron gets a budget of 50 epochs, like the package's nets (30 and
+# 15); with more sequences it is still improving when the budget ends, which
+# scikit-learn reports with a ConvergenceWarning per fit.
+warnings.filterwarnings("ignore", category=ConvergenceWarning)
 models = {
     "FlattenTokens + Ridge": make_pipeline(FlattenTokens(), Ridge()),
     "FlattenTokens + MLPRegressor": make_pipeline(
