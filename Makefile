@@ -1,10 +1,17 @@
 # Two commands do all the set-up on a fresh machine (see README.md):
 #   make run   installs the package and runs the reproduction on small defaults
 #   make test  installs the test dependencies and runs the test suite
+# and two more build and check what a release ships:
+#   make docs  installs the docs dependencies and builds the site into docs/_build/html
+#   make lint  runs ruff over LINT_PATHS
 PYTHON ?= python3
 TORCH ?= torch==2.13.0
+# The files ruff checks. The rest of the tree is not clean yet: when it is,
+# this becomes "." (the whole tree).
+LINT_PATHS ?= examples docs tests/test_wheel.py tests/test_docs.py
+SPHINXOPTS ?= -W --keep-going
 
-.PHONY: run test install
+.PHONY: run test install docs docs-clean lint
 
 install:
 	$(PYTHON) -m pip install -q "$(TORCH)"
@@ -17,3 +24,15 @@ test:
 	$(PYTHON) -m pip install -q "$(TORCH)"
 	$(PYTHON) -m pip install -q -e ".[test]"
 	$(PYTHON) -m pytest -q
+
+docs:
+	$(PYTHON) -m pip install -q "$(TORCH)"
+	$(PYTHON) -m pip install -q -e ".[docs]"
+	$(PYTHON) -m sphinx $(SPHINXOPTS) -b html docs docs/_build/html
+
+# what the docs build generates: the next build runs every example again
+docs-clean:
+	rm -rf docs/_build docs/generated docs/auto_examples docs/api.rst docs/sg_execution_times.rst
+
+lint:
+	$(PYTHON) -m ruff check $(LINT_PATHS)

@@ -1,26 +1,36 @@
-"""Width sweep of both estimators, cross-validated on a Dask cluster.
+"""
+Width sweep of both estimators on a Dask cluster
+================================================
 
-The same ``GridSearchCV`` code as on one machine; ``dask_backend`` sends its
-fits to the cluster. Without ``--scheduler`` a local cluster starts (one
-single-threaded worker process per core, or ``--n-workers``)::
-
-    python examples/distributed_search.py
-    python examples/distributed_search.py --scheduler tcp://10.0.0.1:8786
-    python examples/distributed_search.py --size tiny      # tiny task, for a smoke test
-
-Prints one row per width: the cross-validated R^2 of the transformer over its
+The same ``GridSearchCV`` code as on one machine: ``dask_backend`` sends its
+fits to a Dask cluster through joblib. Without ``--scheduler`` a local cluster
+starts (one single-threaded worker process per core, or ``--n-workers``). It
+prints one row per width: the cross-validated R^2 of the transformer over its
 positional width d_p (``pe_dim``; its width is d + d_p) and of the
 fully-connected net over its hidden width m (``hidden_width``).
+
+Run it as a script (it needs ``pip install "sparse-token-estimators[distributed]"``)::
+
+    python examples/distributed_search.py                                  # local cluster
+    python examples/distributed_search.py --scheduler tcp://10.0.0.1:8786  # running cluster
+    python examples/distributed_search.py --size tiny                      # a smoke test
+
+The documentation runs it with ``--size tiny`` on a local cluster of two
+workers, so its table shows that the sweep runs, not what the widths reach.
 """
 
+# %%
+# The sweep
+# ---------
+# Two searches, built as on one machine, and the sizes of the task.
 import argparse
 import contextlib
+import logging
 import time
 
 from sklearn.model_selection import GridSearchCV
 
-from sparse_token_estimators import (SparseTokenFCN, SparseTokenTransformer,
-                                     make_sparse_selection)
+from sparse_token_estimators import SparseTokenFCN, SparseTokenTransformer, make_sparse_selection
 from sparse_token_estimators.distributed import dask_backend
 
 #: the task (n_samples, seq_len T, token_dim d, n_selected q), training and sweep
@@ -65,6 +75,7 @@ def table_rows(search, token_dim):
 
 
 def format_table(rows):
+    """The rows as a text table."""
     lines = [f"{'estimator':<24}{'parameter':<14}{'value':>6}{'width':>7}"
              f"{'R^2 (cv mean +- std)':>24}{'fit s':>8}"]
     for r in rows:
@@ -74,8 +85,31 @@ def format_table(rows):
     return "\n".join(lines)
 
 
+# %%
+# On the cluster
+# --------------
+# ``dask_backend`` connects to the scheduler at ``--scheduler`` (or starts a
+# local cluster), and inside it every joblib-parallel fit of the searches runs
+# on a worker. The estimators need nothing special: they pickle to the workers
+# and resolve ``device="auto"`` there.
+
+
+class _NoKillNotice(logging.Filter):
+    """Drop the nanny's notice that it killed a worker at close.
+
+    A local cluster closes its workers with Dask's grace of 4 s; a worker
+    process that has imported torch can take longer to exit on a busy
+    machine, and the nanny then kills it and logs a warning. It happens only
+    once the work is done, and nothing is lost.
+    """
+
+    def filter(self, record):
+        return "still alive after" not in record.getMessage()
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """Run the sweep on the cluster named by ``argv`` and print its table."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").strip().split("\n")[0])
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="address of a running Dask scheduler, e.g. "
                              "tcp://10.0.0.1:8786 (default: start a local cluster)")
@@ -90,7 +124,11 @@ def main(argv=None):
     size = SIZES[args.size]
     searches, X, y = width_sweep(size, random_state=args.random_state)
     start = time.perf_counter()
-    cluster = {} if args.scheduler else {"n_workers": args.n_workers}
+    # The local cluster's dashboard on a free port of this machine: the example
+    # runs beside other Dask clusters (Dask's default port, 8787, may be taken).
+    cluster = ({} if args.scheduler else
+               {"n_workers": args.n_workers, "dashboard_address": "127.0.0.1:0"})
+    logging.getLogger("distributed.nanny").addFilter(_NoKillNotice())
     with contextlib.ExitStack() as stack:
         try:
             client = stack.enter_context(dask_backend(args.scheduler, **cluster))

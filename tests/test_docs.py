@@ -1,0 +1,101 @@
+"""The documentation's promises that need no Sphinx to check.
+
+The pages' code runs as shown, the API reference has a section for every
+public module, every example has a size for the gallery, and the release
+files agree with the package's version. ``make docs`` builds the site itself
+(with warnings as errors).
+"""
+
+import ast
+import doctest
+import importlib
+import inspect
+import pkgutil
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import sparse_token_estimators
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+sys.path.insert(0, str(DOCS))
+
+from api_reference import SECTIONS, public_names  # noqa: E402
+from gallery_conf import EXAMPLE_ARGS  # noqa: E402
+
+PAGES_WITH_CODE = ["data_layout.rst", "user_guide.rst"]
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_CODE)
+def test_page_code_runs_as_shown(page):
+    torch.set_num_threads(1)
+    result = doctest.testfile(
+        str(DOCS / page), module_relative=False, verbose=False, report=True,
+        optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0
+    assert result.failed == 0, f"docs/{page}: {result.failed} example(s) failed (see above)"
+
+
+def test_every_public_module_has_a_section_in_the_api_reference():
+    documented = {module for module, _, _ in SECTIONS}
+    top_level = set(sparse_token_estimators.__all__)
+    missing = {}
+    for info in pkgutil.walk_packages(sparse_token_estimators.__path__,
+                                      "sparse_token_estimators."):
+        private = any(part.startswith("_") for part in info.name.split(".")[1:])
+        if private or info.name in documented:
+            continue
+        # a module whose public names are all exported at the top level is
+        # documented there (datasets, estimators, preprocessing)
+        names = set(public_names(info.name, data=False)) - top_level
+        if names:
+            missing[info.name] = sorted(names)
+    assert not missing, (
+        "public modules with names the API reference does not list: add a section "
+        f"for each to SECTIONS in docs/api_reference.py: {missing}")
+
+
+def test_api_reference_lists_the_top_level_api_and_names_that_exist():
+    assert public_names("sparse_token_estimators") == sparse_token_estimators.__all__
+    for module_name, _, _ in SECTIONS:
+        module = importlib.import_module(module_name)
+        names = public_names(module_name, data=False)
+        assert names, f"{module_name} has no public name to document"
+        for name in names:
+            obj = getattr(module, name)
+            assert inspect.getdoc(obj), f"{module_name}.{name} has no docstring"
+
+
+def test_every_example_has_a_gallery_size_and_a_title():
+    examples = sorted((ROOT / "examples").glob("*.py"))
+    assert {p.name for p in examples} == set(EXAMPLE_ARGS)
+    for path in examples:
+        docstring = ast.get_docstring(ast.parse(path.read_text()), clean=False)
+        lines = docstring.strip("\n").splitlines()
+        # sphinx-gallery's title: a first line, underlined with "=" at least as long
+        assert re.fullmatch(r"=+", lines[1]) and len(lines[1]) >= len(lines[0]), path.name
+        assert "# %%" in path.read_text(), f"{path.name} has no # %% cells"
+
+
+def test_readme_has_the_getting_started_part_the_docs_include():
+    readme = (ROOT / "README.md").read_text()
+    begins = readme.index("<!-- docs: getting started begins -->")
+    ends = readme.index("<!-- docs: getting started ends -->")
+    assert begins < readme.index("```python", begins) < ends
+
+
+def test_release_files_agree_with_the_version():
+    version = sparse_token_estimators.__version__
+    citation = (ROOT / "CITATION.cff").read_text()
+    assert re.search(r"^cff-version: 1\.2\.0$", citation, re.M)
+    assert re.search(rf"^version: {re.escape(version)}$", citation, re.M)
+    for arxiv in ("2406.06893", "2306.02896"):
+        assert f"10.48550/arXiv.{arxiv}" in citation
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert "## [Unreleased]" in changelog
+    assert re.search(rf"^## \[{re.escape(version)}\] - \d{{4}}-\d{{2}}-\d{{2}}$", changelog, re.M)
+    assert (ROOT / "LICENSE").read_text().startswith("BSD 3-Clause License")
