@@ -232,7 +232,7 @@ PARAMS = {
                    ("pe_dim", "64", "pe_dim must be an integer >= 1"),
                    ("n_pe_draws", 0, "n_pe_draws must be an integer >= 1"),
                    ("max_seq_len", 0, "max_seq_len must be an integer >= 1"),
-                   ("positional_encoding", "learned",
+                   ("positional_encoding", "rope",
                     "positional_encoding must be one of 'stochastic', 'fixed'"),
                    ("lr", float("nan"), r"lr \(the learning rate\) must be finite"),
                    ("lr", float("inf"), r"lr \(the learning rate\) must be finite"),
