@@ -59,8 +59,8 @@ def random_words(n_bits, *, generator=None, device=None):
 def sign_vectors(words, shape):
     """Expand random words into sign vectors of unit length along the last axis.
 
-    Bit j of the words becomes the sign of coordinate j of the flattened
-    output, whose coordinates are all +-1/sqrt(pe_dim). Only tensor
+    Coordinate 32 w + k of the flattened output is -1/sqrt(pe_dim) where bit
+    k of word w is set, +1/sqrt(pe_dim) where it is not. Only tensor
     operations on the words: it traces into a compiled graph.
 
     Parameters
@@ -88,10 +88,18 @@ def sign_vectors(words, shape):
     # Shifting by 31, 30, ..., 0 moves each bit of a word into the sign bit;
     # made on the device, so that nothing is copied from the host.
     shifts = torch.arange(31, -1, -1, dtype=torch.int32, device=words.device)
+    whole_words = shape[-1] % 32 == 0
+    if whole_words:
+        # Every vector is pe_dim / 32 whole words: shaping the words first
+        # gives the same bits without the slice below, which a compiled graph
+        # with dynamic shapes (a ragged last batch) turns into slow indexing.
+        words = words.view(*shape[:-1], shape[-1] // 32)  # (..., d_p / 32)
     # Write the float32 bit patterns directly: a random sign bit over the
     # bits of the magnitude. Three integer passes instead of a Gaussian draw.
-    bits = (words.unsqueeze(-1) << shifts).bitwise_and_(_SIGN_MASK)  # (n, 32)
+    bits = (words.unsqueeze(-1) << shifts).bitwise_and_(_SIGN_MASK)  # (..., n, 32)
     bits.bitwise_or_(magnitude)
+    if whole_words:
+        return bits.view(torch.float32).view(shape)  # (..., d_p / 32, 32) -> shape
     return bits.view(-1)[:size].view(torch.float32).view(shape)  # (n * 32,) -> shape
 
 

@@ -53,6 +53,18 @@ def test_sign_draws_keep_their_seeded_bits():
     assert P.abs().unique().tolist() == [pytest.approx(1 / math.sqrt(7))]
 
 
+@pytest.mark.parametrize("shape", [(3, 5, 64), (2, 96), (4, 9, 7), (1, 1, 3)])
+def test_sign_j_is_bit_j_of_the_words(shape):
+    # Both expansions (whole words per vector, and the sliced general one)
+    # read the words' bits in order, least significant first; 1 is negative.
+    words = random_words(math.prod(shape), generator=_generator(2))
+    bits = (words.unsqueeze(-1) >> torch.arange(32, dtype=torch.int32)) & 1
+    negative = bits.view(-1)[:math.prod(shape)].view(shape).bool()
+    P = sign_vectors(words, shape)
+    magnitude = 1 / math.sqrt(shape[-1])
+    torch.testing.assert_close(P, torch.where(negative, -magnitude, magnitude))
+
+
 def test_positional_vectors_are_unit_norm_and_near_orthogonal():
     P = random_unit_vectors(20, 512, generator=_generator())
     torch.testing.assert_close(P.norm(dim=-1), torch.ones(20))
