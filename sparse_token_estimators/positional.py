@@ -143,7 +143,7 @@ def random_unit_vectors(*shape, generator=None, device=None):
     return sign_vectors(words, shape)
 
 
-class PositionalEncoding(nn.Module):
+class _PositionalEncoding(nn.Module):
     """What every encoding shares: sizes, the length check, no randomness.
 
     Subclasses set ``takes_any_length`` and define ``forward``; random ones
@@ -182,7 +182,7 @@ class PositionalEncoding(nn.Module):
             )
 
 
-class StochasticPositionalEncoding(PositionalEncoding):
+class StochasticPositionalEncoding(_PositionalEncoding):
     """Fresh random unit vectors for every sequence; any ``seq_len`` works.
 
     The paper's stochastic encoding (Wang, Wei, Hsu & Lee, ICML 2024): every
@@ -221,7 +221,7 @@ class StochasticPositionalEncoding(PositionalEncoding):
         return sign_vectors(noise, (*shape, self.pe_dim))  # (K, B, T, d_p)
 
 
-class FixedPositionalEncoding(PositionalEncoding):
+class FixedPositionalEncoding(_PositionalEncoding):
     """One table of ``max_seq_len`` random unit vectors, drawn once at init.
 
     The paper's fixed encoding (Wang, Wei, Hsu & Lee, ICML 2024). Positions
@@ -253,7 +253,7 @@ class FixedPositionalEncoding(PositionalEncoding):
         return self.table[:shape[-1]].view(1, 1, shape[-1], -1)  # (1, 1, T, d_p)
 
 
-class SinusoidalPositionalEncoding(PositionalEncoding):
+class SinusoidalPositionalEncoding(_PositionalEncoding):
     """The sin / cos encoding of Vaswani et al. (2017), each row of unit norm.
 
     "Attention Is All You Need" (NeurIPS 2017, section 3.5): for position
@@ -306,7 +306,7 @@ class SinusoidalPositionalEncoding(PositionalEncoding):
         return P.to(self.inv_freq.dtype).view(1, 1, seq_len, self.pe_dim)  # (1, 1, T, d_p)
 
 
-class LearnedPositionalEncoding(PositionalEncoding):
+class LearnedPositionalEncoding(_PositionalEncoding):
     """A trainable table of ``max_seq_len`` positional vectors.
 
     Learned absolute position embeddings, as in Gehring et al. ("Convolutional
@@ -342,7 +342,7 @@ class LearnedPositionalEncoding(PositionalEncoding):
         return self.table[:shape[-1]].view(1, 1, shape[-1], -1)  # (1, 1, T, d_p)
 
 
-class RandomizedPositionalEncoding(PositionalEncoding):
+class RandomizedPositionalEncoding(_PositionalEncoding):
     """Sorted random positions out of ``max_seq_len``, looked up in a table.
 
     Randomized positional encodings of Ruoss et al. ("Randomized Positional
