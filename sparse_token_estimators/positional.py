@@ -402,7 +402,7 @@ class RandomizedPositionalEncoding(_PositionalEncoding):
         keys = torch.rand(*shape[:-1], self.max_seq_len, generator=generator,
                           device=device)  # (K, B, L)
         # The T smallest of L i.i.d. keys sit at a uniformly random T-subset.
-        chosen = keys.topk(shape[-1], dim=-1, largest=False, sorted=False).indices
+        chosen = keys.topk(shape[-1], dim=-1, largest=False, sorted=False).indices  # (K, B, T)
         return chosen.sort(dim=-1).values  # (K, B, T)
 
     def forward(self, shape, noise):
