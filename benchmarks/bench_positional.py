@@ -33,15 +33,29 @@ def gaussian_unit_vectors(*shape, generator=None, device=None):
 DRAWS = {"sign vectors": positional.random_unit_vectors, "Gaussian": gaussian_unit_vectors}
 
 
+class GaussianPositionalEncoding(positional.StochasticPositionalEncoding):
+    """The stochastic encoding with normalised Gaussian vectors: the alternative."""
+
+    def draw(self, shape, *, generator=None, device=None):
+        return torch.randn(*shape, self.pe_dim, generator=generator, device=device)
+
+    def forward(self, shape, noise):
+        return noise / noise.norm(dim=-1, keepdim=True)  # (K, B, T, d_p)
+
+
+ENCODINGS = {"sign vectors": positional.StochasticPositionalEncoding,
+             "Gaussian": GaussianPositionalEncoding}
+
+
 @contextmanager
 def drawing(kind):
-    """Make the package draw its positional vectors with ``DRAWS[kind]``."""
-    saved = positional.random_unit_vectors
-    positional.random_unit_vectors = DRAWS[kind]
+    """Make the modules built inside draw their stochastic vectors as ``kind``."""
+    saved = positional.ENCODINGS["stochastic"]
+    positional.ENCODINGS["stochastic"] = ENCODINGS[kind]
     try:
         yield
     finally:
-        positional.random_unit_vectors = saved
+        positional.ENCODINGS["stochastic"] = saved
 
 
 def main():
@@ -84,7 +98,8 @@ def main():
                                                  device=args.device, random_state=seed)
                     with drawing(kind):
                         wall, cpu = common.timed(lambda: est.fit(X, y), args.device)
-                        scores = {T: est.score(*tests[T]) for T in tests}
+                    assert isinstance(est.module_.positions, ENCODINGS[kind])
+                    scores = {T: est.score(*tests[T]) for T in tests}
                     quality.append({
                         "pe_dim": pe_dim, "seed": seed, "draw": kind,
                         "R^2 at T=20": scores[20], "R^2 at 2T": scores[40],

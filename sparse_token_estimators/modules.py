@@ -22,6 +22,14 @@ class SparseTokenAttention(nn.Module):
     p_i^T W z with one trainable merged key-query matrix W (initialised at
     zero) and the output is sum_i softmax(score)_i x_i, the value map being the
     identity on the token block. W = c I with c -> infinity solves the task.
+    The encodings (``positional.ENCODINGS``) differ only in where the p_i come
+    from.
+
+    Random encodings consume random input, made by :meth:`draw_noise` and
+    passed to ``forward(X, noise=...)``; given no noise, ``forward`` draws it
+    itself (from ``generator`` in training). Drawing it outside the module
+    keeps a ``torch.compile``-d forward free of random number generators and
+    graph breaks; the estimators do so.
 
     Parameters
     ----------
@@ -29,21 +37,25 @@ class SparseTokenAttention(nn.Module):
         Token dimension d.
     pe_dim : int
         Positional-encoding dimension d_p; W is d_p x d_p.
-    positional_encoding : {"stochastic", "fixed"}
-        Fresh vectors for every sequence, or one table drawn at init.
+    positional_encoding : {"stochastic", "fixed", "sinusoidal", "learned", "randomized"}
+        Where the positional vectors come from; see ``positional``.
     max_seq_len : int
-        Size of the fixed table (unused by the stochastic encoding).
+        Size of the table of the "fixed", "learned" and "randomized"
+        encodings (unused by the others).
     n_pe_draws : int
-        The attention is averaged over this many positional draws (stochastic
-        encoding only), in training and in eval mode; averaging lowers the
-        random part of the error. 1 is the paper's model.
+        The attention is averaged over this many positional draws (random
+        encodings: "stochastic", "randomized"), in training and in eval mode;
+        averaging lowers the random part of the error. 1 is the paper's
+        model. The deterministic encodings ignore it: their draws would all
+        be the same. May be changed on a built module.
     output_map : bool
         If True, a trainable linear map (initialised at the identity) follows
         the attention; off in the paper's model.
     eval_seed : int
         Seed of the positional draws in eval mode: they are shared by all
         sequences of the same length, so a prediction depends on its own
-        sequence only. Kept as a buffer (in the ``state_dict``).
+        sequence only. Kept as an int64 buffer, so it is part of the
+        ``state_dict``: loaded weights predict as the saved module did.
 
     Examples
     --------
@@ -52,6 +64,10 @@ class SparseTokenAttention(nn.Module):
     >>> X, y = make_sparse_selection(8, seq_len=10, token_dim=4, random_state=0)
     >>> module = SparseTokenAttention(token_dim=4, pe_dim=16).eval()
     >>> module(torch.as_tensor(X)).shape
+    torch.Size([8, 4])
+    >>> X = torch.as_tensor(X)
+    >>> noise = module.train().draw_noise(X, generator=torch.Generator().manual_seed(0))
+    >>> module(X, noise=noise).shape
     torch.Size([8, 4])
     """
 
@@ -64,56 +80,86 @@ class SparseTokenAttention(nn.Module):
                 f"{positional_encoding!r}."
             )
         self.positions = ENCODINGS[positional_encoding](pe_dim, max_seq_len)
-        self.stochastic = positional_encoding == "stochastic"
         self.n_pe_draws = n_pe_draws
-        # In the state_dict: loaded weights predict with the draws they were saved with.
         self.register_buffer("eval_seed", torch.tensor(eval_seed, dtype=torch.int64))
         self.W = nn.Parameter(torch.zeros(pe_dim, pe_dim))
-        self._eval_draws = None  # (key, positions) of the last eval-mode draw
+        self._eval_noise = None  # (key, noise) of the last eval-mode draw
         self.value = None
         if output_map:
             self.value = nn.Linear(token_dim, token_dim, bias=False)
             nn.init.eye_(self.value.weight)
 
-    def _eval_positions(self, seq_len, device):
-        # Drawn on the CPU from a fixed seed, shared by the whole batch: a
-        # prediction depends on its own sequence only, and CPU and GPU agree.
-        # Kept for the next batch, so predicting draws and copies them once.
-        eval_seed = int(self.eval_seed)
-        key = (seq_len, torch.device(device), eval_seed, self.n_pe_draws)
-        if self._eval_draws is None or self._eval_draws[0] != key:
-            draws = [
-                self.positions(1, seq_len,
-                               generator=torch.Generator().manual_seed(eval_seed + k))
-                for k in range(self.n_pe_draws)
-            ]
-            self._eval_draws = (key, torch.stack(draws).to(device))  # (K, 1, T, d_p)
-        return self._eval_draws[1]
+    def draw_noise(self, X, generator=None):
+        """The random input ``forward(X, noise=...)`` consumes in the current mode.
+
+        Parameters
+        ----------
+        X : Tensor of shape (B, T, d + 1)
+            The batch (only its shape and device are read).
+        generator : torch.Generator or None
+            Source of the training draws (the global generator when None),
+            on ``X``'s device. Unused in eval mode.
+
+        Returns
+        -------
+        noise : Tensor or None
+            None for a deterministic encoding. In training, n_pe_draws fresh
+            draws for every sequence. In eval mode, n_pe_draws draws seeded
+            from ``eval_seed`` and shared by the batch (stacked on a first
+            axis of size n_pe_draws); kept for the next batch of the same
+            length, so predicting draws and copies them once.
+        """
+        if not self.positions.random:
+            return None
+        batch_size, seq_len = X.shape[:2]
+        if self.training:
+            return self.positions.draw((self.n_pe_draws, batch_size, seq_len),
+                                       generator=generator, device=X.device)
+        # Drawn on the CPU from a fixed seed: a prediction depends on its own
+        # sequence only, and CPU and GPU agree.
+        seed = int(self.eval_seed)
+        key = (seq_len, torch.device(X.device), seed, self.n_pe_draws)
+        if self._eval_noise is None or self._eval_noise[0] != key:
+            draws = [self.positions.draw((1, 1, seq_len),
+                                         generator=torch.Generator().manual_seed(seed + k))
+                     for k in range(self.n_pe_draws)]
+            self._eval_noise = (key, torch.stack(draws).to(X.device))  # (K, ...)
+        return self._eval_noise[1]
+
+    def _positional_vectors(self, batch_size, seq_len, noise):
+        if noise is None:  # a deterministic encoding: one set for every sequence
+            return self.positions((1, 1, seq_len))  # (1, 1, T, d_p)
+        if self.training:
+            return self.positions((self.n_pe_draws, batch_size, seq_len), noise)  # (K, B, T, d_p)
+        return torch.cat([self.positions((1, 1, seq_len), noise[k])
+                          for k in range(self.n_pe_draws)])  # (K, 1, T, d_p)
 
     def _attend(self, P, indicator):
-        # P: (K, B or 1, T, d_p) positional draws; indicator: (B, T)
+        # P: (K or 1, B or 1, T, d_p) positional draws; indicator: (B, T)
         z = torch.matmul(indicator.unsqueeze(1), P)  # (K, B, 1, d_p): z = sum_{i in S} p_i
         Wz = z @ self.W.T  # (K, B, 1, d_p); W z first: never a (T, d_p, d_p) product
         scores = (P @ Wz.transpose(-1, -2)).squeeze(-1)  # (K, B, T): p_i^T W z
         return torch.softmax(scores, dim=-1).mean(0)  # (B, T)
 
-    def attention(self, X, generator=None):
-        """Attention weights of shape (B, T); each row sums to 1."""
+    def attention(self, X, noise=None, generator=None):
+        """Attention weights of shape (B, T); each row sums to 1.
+
+        ``noise`` and ``generator`` as in ``forward``.
+        """
         _, indicator = split_tokens(X)  # (B, T)
-        batch_size, seq_len = indicator.shape
-        if not self.stochastic:
-            P = self.positions(batch_size, seq_len).unsqueeze(0)  # (1, 1, T, d_p)
-        elif self.training:
-            P = self.positions(self.n_pe_draws * batch_size, seq_len,
-                               generator=generator, device=X.device)
-            P = P.view(self.n_pe_draws, batch_size, seq_len, -1)  # (K, B, T, d_p)
-        else:
-            P = self._eval_positions(seq_len, X.device)  # (K, 1, T, d_p)
+        if noise is None:
+            noise = self.draw_noise(X, generator=generator)
+        P = self._positional_vectors(*indicator.shape, noise)  # (K or 1, B or 1, T, d_p)
         return self._attend(P, indicator)
 
-    def forward(self, X, generator=None):
+    def forward(self, X, noise=None, generator=None):
+        """Predict from ``X`` of shape (B, T, d + 1); returns (B, d).
+
+        ``noise``: what :meth:`draw_noise` returned for this batch in this
+        mode; when None, it is drawn here, from ``generator`` in training.
+        """
         tokens, _ = split_tokens(X)  # (B, T, d)
-        attn = self.attention(X, generator=generator)  # (B, T)
+        attn = self.attention(X, noise=noise, generator=generator)  # (B, T)
         out = torch.matmul(attn.unsqueeze(1), tokens).squeeze(1)  # (B, d)
         return out if self.value is None else self.value(out)
 

@@ -43,11 +43,14 @@ ESTIMATORS = {
     "transformer-fixed": lambda: SparseTokenTransformer(
         pe_dim=8, positional_encoding="fixed", max_seq_len=16, max_epochs=2,
         batch_size=16, random_state=0),
+    "transformer-sinusoidal": lambda: SparseTokenTransformer(pe_dim=8, positional_encoding="sinusoidal", lr=0.05, max_epochs=2, batch_size=16, random_state=0),  # noqa: E501
+    "transformer-learned": lambda: SparseTokenTransformer(pe_dim=8, positional_encoding="learned", max_seq_len=16, max_epochs=2, batch_size=16, random_state=0),  # noqa: E501
+    "transformer-randomized": lambda: SparseTokenTransformer(pe_dim=8, positional_encoding="randomized", max_seq_len=16, n_pe_draws=2, max_epochs=2, batch_size=16, random_state=0),  # noqa: E501
     "fcn": lambda: SparseTokenFCN(
         hidden_width=32, lr=0.01, max_epochs=3, batch_size=16, random_state=0),
     "flatten": FlattenTokens,
 }
-SKORCH = ("transformer-stochastic", "transformer-fixed", "fcn")
+SKORCH = ("fcn", *(name for name in ESTIMATORS if name.startswith("transformer-")))
 
 # Checks that fail for a reason outside this package. Each reason is tested by
 # ``test_expected_failures_come_from_skorch`` on a bare skorch NeuralNetRegressor.

@@ -1,15 +1,24 @@
+import copy
+import logging
+import pickle
+import warnings
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 import torch
+from torch._dynamo.utils import counters
 from torch.utils.flop_counter import FlopCounterMode
 
-from sparse_token_estimators import make_sparse_selection
+from sparse_token_estimators import SparseTokenTransformer, make_sparse_selection
 from sparse_token_estimators.modules import FullyConnectedNet, SparseTokenAttention
 from sparse_token_estimators.positional import (
-    FixedPositionalEncoding,
+    ENCODINGS,
     StochasticPositionalEncoding,
     random_unit_vectors,
 )
+
+NAMES = list(ENCODINGS)
 
 
 def _data(n=16, seq_len=10, token_dim=4, n_selected=3, seed=0):
@@ -35,50 +44,24 @@ def _naive_attention(P, indicator, W):
 
 
 class _RecordingEncoding(StochasticPositionalEncoding):
-    """Stochastic encoding that keeps its last draw, to replay it in a reference."""
+    """Stochastic encoding that keeps its last vectors, to replay them in a reference."""
 
-    def forward(self, *args, **kwargs):
-        self.last = super().forward(*args, **kwargs)
+    def forward(self, shape, noise):
+        self.last = super().forward(shape, noise)
         return self.last
-
-
-# -- positional encodings ---------------------------------------------------------
-
-
-def test_positional_vectors_are_unit_norm_and_near_orthogonal():
-    P = random_unit_vectors(20, 512, generator=torch.Generator().manual_seed(0))
-    torch.testing.assert_close(P.norm(dim=-1), torch.ones(20))
-    off_diagonal = (P @ P.T - torch.eye(20)).abs().max()
-    assert off_diagonal < 5 / 512 ** 0.5
-
-
-def test_stochastic_encoding_draws_afresh_and_follows_the_generator():
-    pe = StochasticPositionalEncoding(8)
-    a = pe(2, 5, generator=torch.Generator().manual_seed(0))
-    b = pe(2, 5, generator=torch.Generator().manual_seed(0))
-    assert a.shape == (2, 5, 8)
-    torch.testing.assert_close(a, b)
-    assert not torch.allclose(a[0], a[1])  # every sequence gets its own vectors
-
-
-def test_fixed_encoding_is_one_table_and_raises_past_max_seq_len():
-    pe = FixedPositionalEncoding(8, max_seq_len=6)
-    torch.testing.assert_close(pe(3, 4), pe.table[:4].unsqueeze(0))
-    assert pe(3, 6).shape == (1, 6, 8)
-    with pytest.raises(ValueError, match="seq_len 7 exceeds max_seq_len=6"):
-        pe(3, 7)
 
 
 # -- the attention module ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("encoding", ["stochastic", "fixed"])
+@pytest.mark.parametrize("encoding", NAMES)
 def test_attention_shapes_and_zero_initialised_W(encoding):
     X, _ = _data(n=5, seq_len=10, token_dim=4)
     module = SparseTokenAttention(4, pe_dim=12, positional_encoding=encoding, max_seq_len=16)
     assert module.W.shape == (12, 12)
     assert torch.count_nonzero(module.W) == 0
-    assert [name for name, _ in module.named_parameters()] == ["W"]
+    trained = ["W", "positions.table"] if encoding == "learned" else ["W"]
+    assert [name for name, _ in module.named_parameters()] == trained
     for mode in (module.train, module.eval):
         mode()
         attention = module.attention(X)
@@ -89,8 +72,9 @@ def test_attention_shapes_and_zero_initialised_W(encoding):
 
 
 def test_unknown_encoding_raises():
-    with pytest.raises(ValueError, match="positional_encoding must be one of 'stochastic', 'fixed'"):
-        SparseTokenAttention(4, positional_encoding="sinusoidal")
+    names = "'stochastic', 'fixed', 'sinusoidal', 'learned', 'randomized'; got 'rope'"
+    with pytest.raises(ValueError, match=f"positional_encoding must be one of {names}"):
+        SparseTokenAttention(4, positional_encoding="rope")
 
 
 def test_forward_matches_naive_reference_fixed_encoding():
@@ -117,8 +101,8 @@ def test_eval_attention_averages_draws_seeded_from_eval_seed():
     X, _ = _data(n=6, seq_len=9)
     module = _with_random_W(SparseTokenAttention(4, pe_dim=8, n_pe_draws=3, eval_seed=11))
     module.eval()
-    encoding = StochasticPositionalEncoding(8)
-    draws = [encoding(1, 9, generator=torch.Generator().manual_seed(11 + k))[0] for k in range(3)]
+    draws = [random_unit_vectors(9, 8, generator=torch.Generator().manual_seed(11 + k))
+             for k in range(3)]
     expected = torch.stack([_naive_attention(P.expand(6, 9, 8), X[..., -1], module.W)
                             for P in draws]).mean(0)
     torch.testing.assert_close(module.attention(X), expected)
@@ -162,7 +146,7 @@ def test_large_multiple_of_identity_selects_the_tokens_with_random_positions():
     assert loss < 0.05 * 4 / 3  # R^2 > 0.95
 
 
-@pytest.mark.parametrize("encoding", ["stochastic", "fixed"])
+@pytest.mark.parametrize("encoding", NAMES)
 def test_attention_rows_sum_to_one(encoding):
     X, _ = _data(n=8, seq_len=12)
     module = _with_random_W(SparseTokenAttention(4, pe_dim=8, positional_encoding=encoding,
@@ -174,7 +158,7 @@ def test_attention_rows_sum_to_one(encoding):
         torch.testing.assert_close(attention.sum(1), torch.ones(8))
 
 
-@pytest.mark.parametrize("encoding", ["stochastic", "fixed"])
+@pytest.mark.parametrize("encoding", NAMES)
 def test_eval_predictions_are_per_sample_deterministic(encoding):
     X, _ = _data(n=20, seq_len=10)
     module = _with_random_W(SparseTokenAttention(4, pe_dim=8, positional_encoding=encoding,
@@ -196,21 +180,29 @@ def test_training_draws_differ_per_sequence_and_follow_the_generator():
     torch.testing.assert_close(module(X, generator=torch.Generator().manual_seed(0)), out)
 
 
-def test_eval_seed_changes_stochastic_predictions():
+@pytest.mark.parametrize("encoding", ["stochastic", "randomized"])
+def test_eval_seed_changes_random_predictions(encoding):
     X, _ = _data(n=4)
-    a = _with_random_W(SparseTokenAttention(4, pe_dim=8, eval_seed=0)).eval()
-    b = _with_random_W(SparseTokenAttention(4, pe_dim=8, eval_seed=1)).eval()
+    a = _with_random_W(SparseTokenAttention(4, pe_dim=8, positional_encoding=encoding,
+                                            eval_seed=0)).eval()
+    b = _with_random_W(SparseTokenAttention(4, pe_dim=8, positional_encoding=encoding,
+                                            eval_seed=1)).eval()
     assert not torch.allclose(a(X), b(X))
 
 
-def test_stochastic_module_takes_any_length_fixed_up_to_its_table():
-    stochastic = SparseTokenAttention(4, pe_dim=8).eval()
-    fixed = SparseTokenAttention(4, pe_dim=8, positional_encoding="fixed", max_seq_len=12)
-    for seq_len in (3, 12, 50):
-        assert stochastic(_data(n=2, seq_len=seq_len)[0]).shape == (2, 4)
-    assert fixed(_data(n=2, seq_len=12)[0]).shape == (2, 4)
-    with pytest.raises(ValueError, match="max_seq_len=12"):
-        fixed(_data(n=2, seq_len=13)[0])
+@pytest.mark.parametrize("encoding", NAMES)
+def test_module_takes_any_length_or_up_to_its_table(encoding):
+    module = SparseTokenAttention(4, pe_dim=8, positional_encoding=encoding, max_seq_len=12)
+    for mode in (module.train, module.eval):
+        mode()
+        for seq_len in (3, 12):
+            assert module(_data(n=2, seq_len=seq_len)[0]).shape == (2, 4)
+        if ENCODINGS[encoding].takes_any_length:
+            assert module(_data(n=2, seq_len=50)[0]).shape == (2, 4)
+        else:
+            with pytest.raises(ValueError, match=f"seq_len 13 exceeds max_seq_len=12 of the "
+                                                 f"{encoding} positional encoding"):
+                module(_data(n=2, seq_len=13)[0])
 
 
 def test_output_map_starts_at_identity_and_is_trainable():
@@ -226,6 +218,208 @@ def test_gradient_reaches_W():
     module = SparseTokenAttention(4, pe_dim=8).train()
     ((module(X, generator=torch.Generator().manual_seed(0)) - y) ** 2).sum().backward()
     assert module.W.grad is not None and module.W.grad.abs().sum() > 0
+
+
+# -- the random input (draw_noise) and the prediction state ---------------------------
+
+
+@pytest.mark.parametrize("encoding", NAMES)
+def test_drawn_noise_gives_what_forward_draws_itself(encoding):
+    X, _ = _data(n=6, seq_len=9)
+    module = _with_random_W(SparseTokenAttention(4, pe_dim=8, positional_encoding=encoding,
+                                                 max_seq_len=16, n_pe_draws=2)).train()
+    noise = module.draw_noise(X, generator=torch.Generator().manual_seed(0))
+    assert (noise is None) == (not ENCODINGS[encoding].random)
+    expected = module(X, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(module(X, noise=noise), expected)
+    module.eval()
+    noise = module.draw_noise(X)
+    assert module.draw_noise(X[:2]) is noise  # drawn once per length, for every batch
+    assert torch.equal(module(X, noise=noise), module(X))
+
+
+def test_training_draw_is_one_seeded_call_for_the_whole_batch():
+    # The split into draw_noise and forward keeps the draws of before: all
+    # K * B * T * d_p signs from one call on the generator.
+    X, _ = _data(n=6, seq_len=9)
+    module = SparseTokenAttention(4, pe_dim=8, n_pe_draws=3).train()
+    module.positions = _RecordingEncoding(8)
+    module(X, noise=module.draw_noise(X, generator=torch.Generator().manual_seed(4)))
+    expected = random_unit_vectors(3 * 6, 9, 8, generator=torch.Generator().manual_seed(4))
+    assert torch.equal(module.positions.last, expected.view(3, 6, 9, 8))
+
+
+def test_eval_seed_is_an_int64_buffer_in_the_state_dict():
+    module = SparseTokenAttention(4, pe_dim=8, eval_seed=2**40)
+    state = module.state_dict()
+    assert list(state) == ["W", "eval_seed"]
+    assert state["eval_seed"].dtype == torch.int64 and state["eval_seed"].shape == ()
+    assert int(state["eval_seed"]) == 2**40
+
+
+@pytest.mark.parametrize("encoding", ["stochastic", "randomized"])
+def test_loaded_state_predicts_bit_for_bit_whatever_the_new_seed(encoding):
+    kwargs = dict(pe_dim=8, positional_encoding=encoding, max_seq_len=64, n_pe_draws=4)
+    saved = _with_random_W(SparseTokenAttention(4, eval_seed=3, **kwargs), scale=3.0).eval()
+    new = SparseTokenAttention(4, eval_seed=8, **kwargs).eval()
+    lengths = (10, 40)  # the training length and another
+    for seq_len in lengths:
+        new(_data(seq_len=seq_len)[0])  # draws (and keeps) its own eval positions
+    new.load_state_dict(saved.state_dict())
+    for seq_len in lengths:
+        X, _ = _data(seq_len=seq_len)
+        assert torch.equal(new(X), saved(X))
+        assert torch.equal(new.attention(X), saved.attention(X))
+
+
+def test_n_pe_draws_may_change_on_a_built_module():
+    X, _ = _data(n=8)
+    module = _with_random_W(SparseTokenAttention(4, pe_dim=8, n_pe_draws=1, eval_seed=5)).eval()
+    one = module(X)
+    module.n_pe_draws = 4
+    built_with_four = SparseTokenAttention(4, pe_dim=8, n_pe_draws=4, eval_seed=5).eval()
+    built_with_four.load_state_dict(module.state_dict())
+    assert torch.equal(module(X), built_with_four(X))
+    assert not torch.equal(module(X), one)
+
+
+# -- torch.compile ----------------------------------------------------------------
+
+
+def _import_the_compiler():
+    with warnings.catch_warnings():  # torch's import of its compiler warns (torch.jit)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import torch._inductor.compile_fx  # noqa: F401
+
+
+def _loss(module, X, y, noise):
+    return ((module(X, noise=noise) - y) ** 2).sum(1).mean()
+
+
+@pytest.mark.parametrize("backend", ["eager", pytest.param("aot_eager", marks=pytest.mark.slow), pytest.param("inductor", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("encoding", NAMES)
+def test_compiled_training_step_is_one_graph(encoding, backend):
+    # fullgraph=True raises on any graph break; the random draw is made
+    # outside and passed in as noise, as the estimator's infer does.
+    _import_the_compiler()
+    torch._dynamo.reset()
+    kwargs = dict(pe_dim=8, positional_encoding=encoding, max_seq_len=16, n_pe_draws=2)
+    eager = SparseTokenAttention(4, **kwargs)
+    compiled = copy.deepcopy(eager)
+    loss = torch.compile(_loss, fullgraph=True, backend=backend)
+    # SGD: a step in proportion to the gradient keeps rounding differences at
+    # rounding level (Adam's first step is lr * sign(gradient) on every entry).
+    optimizers = [torch.optim.SGD(m.parameters(), lr=1.0) for m in (eager, compiled)]
+    generator = torch.Generator().manual_seed(0)
+    for step in range(3):
+        X, y = _data(n=16, seq_len=10, seed=step)
+        noise = eager.draw_noise(X, generator=generator)
+        for module, optimizer, fn in zip((eager, compiled), optimizers, (_loss, loss)):
+            optimizer.zero_grad()
+            fn(module, X, y, noise).backward()
+            optimizer.step()
+    torch.testing.assert_close(compiled.W, eager.W)
+    assert eager.W.abs().sum() > 0
+    forward = torch.compile(compiled, fullgraph=True, backend=backend).eval()
+    for seq_len in (10, 13):
+        X, _ = _data(n=16, seq_len=seq_len)
+        torch.testing.assert_close(forward(X, noise=compiled.draw_noise(X)), eager.eval()(X))
+
+
+@contextmanager
+def _compile_reports():
+    """What torch.compile reports: log records, warnings, graph breaks.
+
+    Dynamo and inductor log through their own loggers, which do not
+    propagate to the root logger (so neither ``caplog`` nor the warnings
+    module sees them); a handler on each collects what they log at WARNING
+    and above. Some graph breaks come as Python warnings instead, and every
+    one is counted in dynamo's ``graph_break`` counter.
+    """
+    _import_the_compiler()
+    torch._dynamo.reset()
+    counters.clear()
+    reports = {"log": [], "warnings": [], "graph_breaks": counters["graph_break"]}
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: reports["log"].append(f"{record.name}: {record.getMessage()}")
+    loggers = [logging.getLogger(name) for name in ("torch._dynamo", "torch._inductor")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield reports
+        reports["warnings"] = [f"{w.category.__name__}: {w.message}" for w in caught]
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+
+
+def _transformer(encoding, **kwargs):
+    return SparseTokenTransformer(pe_dim=8, positional_encoding=encoding, max_seq_len=32,
+                                  n_pe_draws=2, max_epochs=2, batch_size=64, random_state=0,
+                                  device="cpu", **kwargs)
+
+
+@pytest.fixture(scope="module", params=[
+    *[("eager", name) for name in ("stochastic", "randomized")],
+    *[pytest.param(("inductor", name), marks=pytest.mark.slow) for name in NAMES],
+], ids=lambda param: "-".join(param))
+def compiled_fit(request):
+    """A fit with skorch's compile=True, with what the compiler reported."""
+    backend, encoding = request.param
+    X, y = make_sparse_selection(200, 8, 3, 2, random_state=0)  # a ragged last batch
+    tests = [make_sparse_selection(50, seq_len, 3, 2, random_state=seq_len)[0]
+             for seq_len in (8, 24)]
+    with _compile_reports() as reports:
+        est = _transformer(encoding, compile=True, compile__backend=backend).fit(X, y)
+        predictions = [est.predict(X_test) for X_test in tests]
+    return {"est": est, "reports": reports, "X": X, "y": y, "tests": tests,
+            "predictions": predictions, "encoding": encoding}
+
+
+def _is_compiled(module):
+    # the estimators compile in place (nn.Module.compile): module_ stays the
+    # module itself, with its compiled call kept on it
+    return getattr(module, "_compiled_call_impl", None) is not None
+
+
+def test_compiled_fit_reports_no_graph_break_and_no_warning(compiled_fit):
+    assert _is_compiled(compiled_fit["est"].module_)
+    reports = compiled_fit["reports"]
+    assert reports["log"] == []
+    assert reports["warnings"] == []
+    assert dict(reports["graph_breaks"]) == {}
+
+
+def test_compiled_fit_predicts_as_the_eager_fit(compiled_fit):
+    # Predictions, not W: with the sinusoidal table, Adam's first steps turn
+    # rounding-level gradients on W's entries that pair near-constant
+    # coordinates (low frequencies) into full steps; those entries shift all
+    # scores alike, which the softmax ignores.
+    eager = _transformer(compiled_fit["encoding"]).fit(compiled_fit["X"], compiled_fit["y"])
+    for X_test, predicted in zip(compiled_fit["tests"], compiled_fit["predictions"]):
+        np.testing.assert_allclose(predicted, eager.predict(X_test), rtol=1e-4, atol=1e-5)
+
+
+def test_compiled_model_pickles_and_loads(compiled_fit):
+    # Unpickling drops the compiled call (torch does not pickle it); the
+    # estimator compiles the module again at its next use.
+    loaded = pickle.loads(pickle.dumps(compiled_fit["est"]))
+    for X_test, predicted in zip(compiled_fit["tests"], compiled_fit["predictions"]):
+        np.testing.assert_array_equal(loaded.predict(X_test), predicted)
+    assert _is_compiled(loaded.module_)
+    loaded.partial_fit(compiled_fit["X"], compiled_fit["y"])  # and trains on
+
+
+def test_weights_saved_from_a_compiled_fit_load_without_compile(compiled_fit, tmp_path):
+    # Compiled in place, the module keeps the state_dict keys of an
+    # uncompiled one (no '_orig_mod.' prefix): the weights load either way.
+    compiled_fit["est"].save_params(f_params=tmp_path / "weights.pt")
+    plain = _transformer(compiled_fit["encoding"], token_dim=3).initialize()
+    plain.load_params(f_params=tmp_path / "weights.pt")
+    for X_test, predicted in zip(compiled_fit["tests"], compiled_fit["predictions"]):
+        np.testing.assert_allclose(plain.predict(X_test), predicted, rtol=1e-4, atol=1e-5)
 
 
 # -- the fully-connected net ------------------------------------------------------
