@@ -7,10 +7,11 @@ Two comparisons, each side by side in one run (``common.compare``):
    generator=...)`` with a torch generator on the device), against the array
    path a fit takes: ``make_sparse_selection(n, ...)`` plus the estimators'
    ``get_dataset`` (float32 tensors, moved to the device). The baseline is the
-   array path; the ratio is throughput (samples per second) against it.
+   array path; the ratio is throughput (sequences per second) against it.
    ``make_sparse_selection`` alone (the host draw, no copy) is a third row.
-   At (T, d, q) = (20, 8, 3), a longer T (80, 8, 3) and the most selected
-   positions a subset draw can have, q = T / 2 (20, 8, 10).
+   At (T, d, q) = (20, 8, 3), a longer T (80, 8, 3), and q = T / 2
+   (20, 8, 10), where the subset draw (Floyd's, min(q, T - q) draws per
+   sequence) does the most work.
 2. **Fit**: ``est.fit(SparseSelectionStream(..., n_samples=n))`` against
    ``est.fit(X, y)`` on ``n`` sequences from ``make_sparse_selection`` (the
    baseline: generation excluded), and against the same with the generation
@@ -19,14 +20,16 @@ Two comparisons, each side by side in one run (``common.compare``):
    ``n_pe_draws=8`` ensemble) and the FCN (``hidden_width=256``), all as in
    ``bench_fit.py``. A fourth row draws the same batches as the stream fit
    and does nothing with them: its time over the stream fit's is the share of
-   a training step that generation takes.
+   a training step that generation takes. (The array fits train on the same
+   ``n`` sequences every epoch, the stream fit on fresh ones: it draws
+   ``n`` x epochs sequences, the array path ``n`` once.)
 
 Target: generation at most a small part of a training step (drawing the
 batches <= 0.1 of the stream fit's time, for every model).
 
     python benchmarks/bench_stream.py --quick
     python benchmarks/bench_stream.py --device cuda
-    python benchmarks/bench_stream.py --profile     # where one epoch's draws spend
+    python benchmarks/bench_stream.py --profile     # and where the draws spend their time
 """
 
 import torch
@@ -113,10 +116,16 @@ def profile(shape, n, batch_size, device):
     with torch_profile(activities=activities) as prof:
         draw_epochs(stream, batch_size, generator)
         common.synchronize(device)
-    sort = "cuda_time_total" if device.startswith("cuda") else "self_cpu_time_total"
+    # By host time: on a GPU, small batches are bound by the kernel launches
+    # (the device columns are in the table too).
     print(f"\nOne epoch of stream draws, T, d, q = {shape}, {n} samples, batch "
           f"{batch_size}, {device}\n")
-    print(prof.key_averages().table(sort_by=sort, row_limit=15))
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=20))
+
+
+def cpu_columns(on_gpu, columns):
+    """The CPU-time columns, on the CPU only (on a GPU the wall clock is what counts)."""
+    return [] if on_gpu else columns
 
 
 def main():
@@ -136,7 +145,7 @@ def main():
     repeats = common.setup(args, repeats=3 if on_gpu else 5, quick_repeats=3)
     if args.n_samples is None:
         args.n_samples = {(False, False): 100000, (False, True): 20000,
-                          (True, False): 500000, (True, True): 100000}[on_gpu, args.quick]
+                          (True, False): 200000, (True, True): 100000}[on_gpu, args.quick]
     if args.fit_samples is None:
         args.fit_samples = {(False, False): 20000, (False, True): 8000,
                             (True, False): 100000, (True, True): 50000}[on_gpu, args.quick]
@@ -164,7 +173,7 @@ def main():
         f"against make_sparse_selection + get_dataset (the array path a fit takes); "
         f"{args.threads} thread(s); median of {repeats}",
         ["T, d, q", "case", "seconds", "samples/s", "throughput vs arrays",
-         "CPU-time throughput vs arrays"], gen_rows)
+         *cpu_columns(on_gpu, ["CPU-time throughput vs arrays"])], gen_rows)
 
     fit_rows, share_rows = [], []
     if not args.skip_fit:
@@ -198,10 +207,14 @@ def main():
             f"{args.epochs} epochs, batch {args.batch_size}, {args.device}, "
             f"{args.threads} thread(s); median of {repeats}",
             ["model", "case", "seconds", "samples/s", "time vs array fit",
-             "CPU time vs array fit"], fit_rows)
+             *cpu_columns(on_gpu, ["CPU time vs array fit"])], fit_rows)
         common.print_table(
             "Generation's share of a training step (draws alone / stream fit; target "
-            "<= 0.1)", list(share_rows[0]), share_rows)
+            "<= 0.1)",
+            ["model", "stream fit / array fit",
+             *cpu_columns(on_gpu, ["stream fit / array fit, CPU time"]),
+             "draws / stream fit", *cpu_columns(on_gpu, ["draws / stream fit, CPU time"])],
+            share_rows)
 
     if args.profile:
         profile(SHAPES[0], args.n_samples, args.batch_size, args.device)
