@@ -67,12 +67,13 @@ def generation_cases(shape, n, batch_sizes, device):
         X, y = make_sparse_selection(n, seq_len, token_dim, n_selected, random_state=0)
         est.get_dataset(X, y)
 
-    cases = {"make_sparse_selection + get_dataset": arrays}
-    cases["make_sparse_selection alone"] = lambda: make_sparse_selection(
-        n, seq_len, token_dim, n_selected, random_state=0)
+    cases = {
+        "make_sparse_selection + get_dataset": arrays,
+        "make_sparse_selection alone": lambda: make_sparse_selection(
+            n, seq_len, token_dim, n_selected, random_state=0),
+    }
     for b in batch_sizes:
-        cases[f"stream, batch {b}"] = (
-            lambda b=b: draw_epochs(stream, b, generator))
+        cases[f"stream, batch {b}"] = lambda b=b: draw_epochs(stream, b, generator)
     return cases
 
 
