@@ -60,6 +60,10 @@ step fit_batch16384 60 $PY benchmarks/bench_fit.py --device "$DEVICE" --batch-si
 step fit_batch256 90 $PY benchmarks/bench_fit.py --device "$DEVICE" --batch-size 256 \
     --quick --cases "hand loop,estimator" --skip-threads --out "$OUT"
 step scaling 90 $PY benchmarks/bench_scaling.py --device "$DEVICE" --quick --out "$OUT"
+# The stream drawn on the device against make_sparse_selection + the copy, stream
+# fits against array fits, and a profile of the draws (kernel launches).
+step stream 120 $PY benchmarks/bench_stream.py --device "$DEVICE" "${QUICK[@]}" --profile \
+    --out "$OUT"
 step positional 30 $PY benchmarks/bench_positional.py --device "$DEVICE" --quick --out "$OUT"
 
 echo "results in $OUT (exit status $status)"

@@ -103,6 +103,20 @@ def main():
                                     "(largest time/size ratio, 1 = linear)",
                           "measured": measured, "command": "python benchmarks/bench_scaling.py"})
 
+    for device in ("cpu", "cuda"):
+        stream = load(args.out, f"stream_{device}")
+        command = f"python benchmarks/bench_stream.py --device {device}"
+        if stream is None or not stream["share"]:  # not run, or run with --skip-fit
+            lines.append({"target": f"stream draws / stream fit <= 0.1 ({device})",
+                          "measured": "not run", "command": command})
+            continue
+        for r in stream["share"]:
+            lines.append({"target": f"{r['model']}: stream draws / stream fit <= 0.1 "
+                                    f"({device}; stream fit / array fit in brackets)",
+                          "measured": f"{r['draws / stream fit']:.3f} "
+                                      f"({r['stream fit / array fit']:.2f})",
+                          "command": command})
+
     common.print_table(f"Targets and measured ratios ({args.out})",
                        ["target", "measured", "command"], lines)
 

@@ -306,13 +306,15 @@ def _uniform_subsets_on(rng, n_samples, seq_len, n_selected, device):
     """A uniformly random ``n_selected``-subset per row, as a (n, T) bool mask.
 
     Floyd's algorithm, as in ``_uniform_subsets``, with torch on the device:
-    min(q, T - q) draws per row, every subset equally likely.
+    min(q, T - q) draws per row, every subset equally likely. The draws are
+    a column (n, 1), so that looking up and marking a position are a
+    ``gather`` and a ``scatter_`` along the rows: half the time of indexing
+    ``taken[rows, t]`` on the CPU, with the same numbers.
     """
     n_drawn = min(n_selected, seq_len - n_selected)
-    rows = torch.arange(n_samples, device=device)
     taken = torch.zeros(n_samples, seq_len, dtype=torch.bool, device=device)
     for j in range(seq_len - n_drawn, seq_len):
-        t = torch.randint(j + 1, (n_samples,), generator=rng, device=device)
-        t = torch.where(taken[rows, t], j, t)
-        taken[rows, t] = True
+        t = torch.randint(j + 1, (n_samples, 1), generator=rng, device=device)
+        t.masked_fill_(taken.gather(1, t), j)
+        taken.scatter_(1, t, True)
     return taken if n_drawn == n_selected else ~taken

@@ -99,6 +99,34 @@ def test_every_subset_is_equally_likely(n_selected):
     assert np.abs(counts - n * p).max() < 5 * np.sqrt(n * p * (1 - p))
 
 
+def _indexed_floyd(rng, n_samples, seq_len, n_selected, device):
+    """Floyd's subset draw as first written (indexing ``taken[rows, t]``): the reference."""
+    n_drawn = min(n_selected, seq_len - n_selected)
+    rows = torch.arange(n_samples, device=device)
+    taken = torch.zeros(n_samples, seq_len, dtype=torch.bool, device=device)
+    for j in range(seq_len - n_drawn, seq_len):
+        t = torch.randint(j + 1, (n_samples,), generator=rng, device=device)
+        t = torch.where(taken[rows, t], j, t)
+        taken[rows, t] = True
+    return taken if n_drawn == n_selected else ~taken
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
+@pytest.mark.parametrize("seq_len, n_selected", [(20, 3), (20, 10), (20, 17), (80, 3),
+                                                 (6, 6), (1, 1), (2, 1)])
+def test_subset_draw_is_the_indexed_floyd_number_for_number(device, seq_len, n_selected):
+    # The gather / scatter_ form (a speed-up) draws the same subsets from the
+    # same generator state and leaves the generator where the reference does:
+    # a stream's samples for a given seed are unchanged by it.
+    ours, reference = (torch.Generator(device).manual_seed(7) for _ in range(2))
+    for n in (1, 257, 3000):
+        got = datasets._uniform_subsets_on(ours, n, seq_len, n_selected, device)
+        expected = _indexed_floyd(reference, n, seq_len, n_selected, device)
+        assert got.dtype == torch.bool and got.shape == (n, seq_len)
+        assert torch.equal(got, expected)
+    assert torch.equal(ours.get_state(), reference.get_state())
+
+
 # -- seeding --------------------------------------------------------------------------
 
 
