@@ -62,7 +62,8 @@ def test_width_aware_bound_is_the_sum_of_the_smallest_eigenvalues(T, d, q):
         expected = eigenvalues[:max(T * d - m, 0)].sum()
         assert fcn_lower_bound(T, q, token_dim=d, width=m) == pytest.approx(expected, abs=1e-12)
     # the paper's bound is the case m = T d - 1; all eigenvalues sum to d / q
-    assert fcn_lower_bound(T, q, token_dim=d, width=T * d - 1) == pytest.approx(fcn_lower_bound(T, q))
+    paper = fcn_lower_bound(T, q)
+    assert fcn_lower_bound(T, q, token_dim=d, width=T * d - 1) == pytest.approx(paper)
     assert eigenvalues.sum() == pytest.approx(zero_predictor_loss(d, q))
 
 
