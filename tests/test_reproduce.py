@@ -37,10 +37,11 @@ def test_every_fit_is_made_once_per_seed(results):
 def test_claims_name_the_model_and_count_seeds(results):
     claims = {c["claim"]: c for c in results["claims"]}
     assert list(claims) == ["width separation", "length generalisation", "alignment",
-                            "width scaling"]
+                            "FCN width scaling", "transformer width scaling"]
     for c in claims.values():
         assert c["n_seeds"] == SMOKE.n_seeds and 0 <= c["seeds_supporting"] <= c["n_seeds"]
-        assert "paper's model (1 positional draw)" in c["model"]
+        if c["claim"] != "FCN width scaling":
+            assert c["model"] == "transformer, paper's model (1 positional draw)"
     assert claims["alignment"]["sanity_checks"][0]["passed"]  # starts at W = 0
 
 
@@ -94,7 +95,7 @@ def test_runs_are_repeatable(results):
     again = reproduce.run(SMOKE, progress=False)
 
     def scores(res):  # everything but the times
-        return [{k: v for k, v in r.items() if k not in ("fit_s", "fit_cpu_s")}
+        return [{k: v for k, v in r.items() if k not in ("fit_s", "fit_cpu_s", "score_s")}
                 for r in res["fits"]]
 
     assert scores(again) == scores(results)

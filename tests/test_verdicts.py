@@ -198,32 +198,39 @@ GROWS_LIKE_TD = {10: 128, 20: 256, 40: 512}
 GROWS_LIKE_LOG = {10: 16, 20: 16, 40: 32}
 
 
+def verdicts(results):
+    return (verdict(results, "FCN width scaling")["supported"],
+            verdict(results, "transformer width scaling")["supported"])
+
+
 def test_scaling_passes_fcn_linear_transformer_logarithmic(results):
     set_minimal(results, GROWS_LIKE_TD, GROWS_LIKE_LOG)
-    c = verdict(results, "width scaling")
-    assert c["supported"] and c["seeds_supporting"] == 2, c["evidence"]
+    assert verdicts(results) == (True, True)
+    for name in ("FCN width scaling", "transformer width scaling"):
+        assert verdict(results, name)["seeds_supporting"] == 2
 
 
 def test_scaling_fcn_beyond_its_grid_counts_as_growing(results):
     set_minimal(results, {10: 128, 20: 512, 40: None}, GROWS_LIKE_LOG)
-    assert verdict(results, "width scaling")["supported"]
+    assert verdicts(results) == (True, True)
 
 
-@pytest.mark.parametrize("fcn, pe", [
-    ({10: 128, 20: 128, 40: 128}, GROWS_LIKE_LOG),   # FCN flat: not like T d
-    ({10: 256, 20: 128, 40: 512}, GROWS_LIKE_LOG),   # FCN shrinks at a step
-    (GROWS_LIKE_TD, {10: 8, 20: 32, 40: 128}),       # pe_dim grows like T
-    (GROWS_LIKE_TD, {10: 16, 20: 32, 40: None}),     # pe_dim not reached
-    ({10: 16, 20: 32, 40: 64}, {10: 16, 20: 16, 40: 64}),  # transformer not narrower
+@pytest.mark.parametrize("fcn, pe, expected", [
+    ({10: 128, 20: 128, 40: 128}, GROWS_LIKE_LOG, (False, True)),  # FCN flat: not like T d
+    ({10: 256, 20: 128, 40: 512}, GROWS_LIKE_LOG, (False, True)),  # FCN shrinks at a step
+    (GROWS_LIKE_TD, {10: 8, 20: 32, 40: 128}, (True, False)),       # pe_dim grows like T
+    (GROWS_LIKE_TD, {10: 16, 20: 32, 40: None}, (True, False)),     # pe_dim not reached
+    ({10: 16, 20: 32, 40: 64}, {10: 16, 20: 16, 40: 64}, (True, False)),  # not narrower
 ])
-def test_scaling_fails(results, fcn, pe):
+def test_scaling_fails_apart(results, fcn, pe, expected):
     set_minimal(results, fcn, pe)
-    assert not verdict(results, "width scaling")["supported"]
+    assert verdicts(results) == expected
 
 
 def test_scaling_counts_seeds_on_their_own(results):
     set_minimal(results, GROWS_LIKE_TD, GROWS_LIKE_LOG,
                 per_seed={0: (GROWS_LIKE_TD, GROWS_LIKE_LOG),
                           1: (GROWS_LIKE_TD, {10: 8, 20: 32, 40: 128})})
-    c = verdict(results, "width scaling")
+    c = verdict(results, "transformer width scaling")
     assert c["supported"] and c["seeds_supporting"] == 1
+    assert verdict(results, "FCN width scaling")["seeds_supporting"] == 2

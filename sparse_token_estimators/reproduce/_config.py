@@ -114,7 +114,7 @@ class ReproductionConfig:
     ensemble_pe_dims: tuple = (16, 64, 256)
     n_pe_draws: int = 8
     length_pe_dim: int = 256
-    paper_training: Training = field(default=Training(lr=0.005, max_epochs=30))
+    paper_training: Training = field(default=Training(lr=0.005, max_epochs=15, batch_size=128))
     ensemble_training: Training = field(default=Training(lr=0.02, max_epochs=15))
     fcn_training: Training = field(default=Training(lr=0.003, max_epochs=30))
     fcn_span: tuple = (0.5, 4.0)

@@ -30,35 +30,70 @@ from ..callbacks import AlignmentRecorder, trace_steps
 from ..estimators import SparseTokenFCN, SparseTokenTransformer
 from ._data import task
 
-#: model key -> its width parameter
-WIDTH_PARAMETER = {"fcn": "hidden_width", "paper": "pe_dim", "ensemble": "pe_dim",
-                   "fixed": "pe_dim"}
-
-
 #: what the alignment record holds at each point
 TRACE_KEYS = ("sequences_seen", "alignment", "w_scale")
 
 
+@dataclass(frozen=True)
+class Model:
+    """A kind of model a run can fit: what it is called, how it is built and trained.
+
+    Parameters
+    ----------
+    name : str
+        How every table row and legend names it; ``{n_pe_draws}`` is filled
+        in from the configuration.
+    family : {"fcn", "transformer"}
+        ``SparseTokenFCN`` (width: ``hidden_width``) or
+        ``SparseTokenTransformer`` (width: ``pe_dim``).
+    training : str
+        The configuration's :class:`Training` field it trains with.
+    params : tuple of (str, value)
+        Fixed estimator parameters, e.g. ``(("positional_encoding", "fixed"),)``.
+    ensemble : bool
+        Averages the configuration's ``n_pe_draws`` positional draws
+        (otherwise one draw, the paper's model).
+    """
+
+    name: str
+    family: str
+    training: str
+    params: tuple = ()
+    ensemble: bool = False
+
+
+#: the models experiments can ask for, by key; an experiment that needs
+#: another (an encoding, say) adds it here from its own module
+MODELS = {
+    "fcn": Model("FCN", "fcn", "fcn_training"),
+    "paper": Model("transformer, paper's model (1 positional draw)", "transformer",
+                   "paper_training"),
+    "ensemble": Model("transformer, {n_pe_draws}-draw ensemble (package extension)",
+                      "transformer", "ensemble_training", ensemble=True),
+    "fixed": Model("transformer, fixed PE (paper's baseline)", "transformer",
+                   "paper_training", params=(("positional_encoding", "fixed"),)),
+}
+
+
 def model_name(model, config):
     """What a model is, as every table row and legend names it."""
-    return {
-        "fcn": "FCN",
-        "paper": "transformer, paper's model (1 positional draw)",
-        "ensemble": f"transformer, {config.n_pe_draws}-draw ensemble (package extension)",
-        "fixed": "transformer, fixed PE (paper's baseline)",
-    }[model]
+    return MODELS[model].name.format(n_pe_draws=config.n_pe_draws)
 
 
 def training(model, config):
     """The :class:`Training` of ``model``."""
-    return {"fcn": config.fcn_training, "paper": config.paper_training,
-            "ensemble": config.ensemble_training, "fixed": config.paper_training}[model]
+    return getattr(config, MODELS[model].training)
 
 
-def describe_models(config):
+def width_parameter(model):
+    """``hidden_width`` or ``pe_dim``: what the width of a ``model`` fit sets."""
+    return "hidden_width" if MODELS[model].family == "fcn" else "pe_dim"
+
+
+def describe_models(config, models=None):
     """``{model key: {"name", "training"}}``: what each model is and how it trains."""
     return {key: {"name": model_name(key, config), "training": asdict(training(key, config))}
-            for key in ("paper", "ensemble", "fixed", "fcn")}
+            for key in (models or MODELS)}
 
 
 @dataclass(frozen=True, order=True)
@@ -67,10 +102,11 @@ class Fit:
 
     Parameters
     ----------
-    model : {"fcn", "paper", "ensemble", "fixed"}
-        The FCN; the transformer with one stochastic positional draw (the
-        paper's model); with ``n_pe_draws`` draws averaged (the package's
-        extension); with a fixed positional table (the paper's baseline).
+    model : str
+        A key of ``MODELS``: "fcn"; "paper" (the transformer with one
+        stochastic positional draw); "ensemble" (``n_pe_draws`` draws
+        averaged, the package's extension); "fixed" (a fixed positional
+        table, the paper's baseline).
     width : int
         ``hidden_width`` of the FCN, ``pe_dim`` of a transformer.
     seq_len : int
@@ -83,20 +119,23 @@ class Fit:
 
     def model_width(self, config):
         """The width the theory compares: m for the FCN, d + pe_dim for a transformer."""
-        return self.width if self.model == "fcn" else config.token_dim + self.width
+        return self.width if MODELS[self.model].family == "fcn" \
+            else config.token_dim + self.width
+
+    def _draws(self, config):
+        return config.n_pe_draws if MODELS[self.model].ensemble else 1
 
     def estimator(self, config, seed):
         """The unfitted estimator of this fit for ``seed``."""
-        train = training(self.model, config)
-        common = dict(lr=train.lr, max_epochs=train.max_epochs, batch_size=train.batch_size,
-                      random_state=seed, device=config.device)
-        if self.model == "fcn":
+        spec, train = MODELS[self.model], training(self.model, config)
+        common = {"lr": train.lr, "max_epochs": train.max_epochs,
+                  "batch_size": train.batch_size, "random_state": seed,
+                  "device": config.device, **dict(spec.params)}
+        if spec.family == "fcn":
             return SparseTokenFCN(hidden_width=self.width, callbacks=[_FitClock()], **common)
         recorder = AlignmentRecorder(steps_per_doubling=config.trace_steps_per_doubling)
         return SparseTokenTransformer(
-            pe_dim=self.width,
-            positional_encoding="fixed" if self.model == "fixed" else "stochastic",
-            n_pe_draws=config.n_pe_draws if self.model == "ensemble" else 1,
+            pe_dim=self.width, n_pe_draws=self._draws(config),
             max_seq_len=max(config.length_grid()), callbacks=[recorder, _FitClock()],
             **common,
         )
@@ -110,11 +149,10 @@ class Fit:
         """
         train = training(self.model, config)
         T = self.seq_len
-        if self.model == "fcn":
+        if MODELS[self.model].family == "fcn":
             micro = 2 + 1e-4 * T * (config.token_dim + 1) * self.width
         else:
-            draws = config.n_pe_draws if self.model == "ensemble" else 1
-            micro = 3 + 0.005 * draws * T * self.width
+            micro = 3 + 0.005 * self._draws(config) * T * self.width
         return 1e-6 * micro * config.n_train(T) * train.max_epochs
 
 
@@ -187,15 +225,16 @@ def _record(fit, config, seed, results, i, lengths, steps):
 
     record = {
         "model": fit.model, "model_name": model_name(fit.model, config),
-        "width": fit.model_width(config), WIDTH_PARAMETER[fit.model]: fit.width,
+        "width": fit.model_width(config), width_parameter(fit.model): fit.width,
         "seq_len": fit.seq_len, "n_train": config.n_train(fit.seq_len), "seed": seed,
         **{key: score(key) for key in ("val_loss", "val_r2", "test_loss", "test_r2",
                                         "test_loss_se", "train_loss", "fit_cpu_s")},
         "fit_s": float(results["mean_fit_time"][i]),
+        "score_s": float(results["mean_score_time"][i]),
         "r2_by_length": {L: score(f"r2@{L}") for L in lengths},
         "trace": [],
     }
-    if fit.model != "fcn":
+    if MODELS[fit.model].family == "transformer":
         for step in steps:
             point = {"step": step, **{key: score(f"{key}@{step}") for key in TRACE_KEYS}}
             if not math.isnan(point["alignment"]):
@@ -230,7 +269,7 @@ def run_fits(config, fits, progress):
         group = sorted((f for f in fits if f.seq_len == seq_len),
                        key=lambda f: -f.cost(config))
         max_steps = max((training(f.model, config).steps(config.n_train(seq_len))
-                         for f in group if f.model != "fcn"), default=0)
+                         for f in group if MODELS[f.model].family == "transformer"), default=0)
         steps = trace_steps(config.trace_steps_per_doubling, max_steps) if max_steps else []
         for seed in config.seeds():
             progress.stage(f"T={seq_len}, seed {seed}", n_fits=len(group),
