@@ -128,7 +128,7 @@ def plot_alignment(results):
     ax.set(ylim=(min(0, ax.get_ylim()[0]), 1.05),
            ylabel="<W, I> / (|W|_F sqrt(d_p))", title="Alignment of W with I")
     ax_scale.set(ylabel="<W, I> / d_p", title="Scale c of W ~ c I")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left")
     fig.suptitle(f"pe_dim={cfg['length_pe_dim']}; {task_title(cfg)}", fontsize=9)
     fig.tight_layout()
     return fig

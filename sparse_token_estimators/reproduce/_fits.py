@@ -145,7 +145,8 @@ class Fit:
 
         Per sequence and epoch, measured on one CPU thread: about
         3 + 0.005 T pe_dim microseconds per positional draw for a
-        transformer, 2 + 1e-4 T (d + 1) m for the FCN.
+        transformer, 2 + 1e-4 T (d + 1) m for the FCN; and half a second per
+        fit of set-up and scoring.
         """
         train = training(self.model, config)
         T = self.seq_len
@@ -153,7 +154,7 @@ class Fit:
             micro = 2 + 1e-4 * T * (config.token_dim + 1) * self.width
         else:
             micro = 3 + 0.005 * self._draws(config) * T * self.width
-        return 1e-6 * micro * config.n_train(T) * train.max_epochs
+        return 0.5 + 1e-6 * micro * config.n_train(T) * train.max_epochs
 
 
 class _FitClock(Callback):
@@ -199,9 +200,14 @@ class _Evaluate:
         scores["train_loss"] = float(history[-1, "train_loss"]) * self.config.token_dim
         scores["fit_cpu_s"] = float(history[-1, "fit_cpu_s"])
         transformer = isinstance(model, SparseTokenTransformer)
+        # the dense grid where the per-length curve is drawn, the named
+        # lengths for the other pe_dims: drawing and predicting 40 lengths
+        # costs an 8-draw ensemble as much as a third of its fit
+        named = {f * self.config.seq_len for f in self.config.length_factors}
+        dense = transformer and model.pe_dim == self.config.length_pe_dim
         for L in self.lengths:
             r2 = math.nan
-            if transformer:
+            if transformer and (dense or L in named):
                 X_L, y_L = task(self.config, L, self.config.n_length_test, "length", self.seed)
                 r2 = float(r2_score(y_L, model.predict(X_L)))
             scores[f"r2@{L}"] = r2
@@ -263,9 +269,10 @@ def run_fits(config, fits, progress):
         ``(fit, seed) -> record`` (see ``_record``).
     """
     fits = sorted(set(fits))
-    lengths = config.length_grid()
     records = {}
     for seq_len in sorted({f.seq_len for f in fits}):
+        # lengths are multiples of the configured T: only its fits are scored there
+        lengths = config.length_grid() if seq_len == config.seq_len else []
         group = sorted((f for f in fits if f.seq_len == seq_len),
                        key=lambda f: -f.cost(config))
         max_steps = max((training(f.model, config).steps(config.n_train(seq_len))

@@ -243,7 +243,7 @@ def plot_width_scaling(results):
     plt = pyplot()
     cfg, section = results["config"], results["width_scaling"]
     d, q = cfg["token_dim"], cfg["n_selected"]
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = plt.subplots(figsize=(10, 4.2))
     plotted = []
     for model, offset in (("fcn", 0), ("paper", d)):
         style = STYLES[model]
@@ -251,7 +251,7 @@ def plot_width_scaling(results):
                       key=lambda r: r["seq_len"])
         found = [r for r in rows if r["minimal"] is not None]
         ax.plot([r["seq_len"] for r in found], [offset + r["minimal"] for r in found],
-                label=f"{results['models'][model]['name']} (chosen on validation)", **style)
+                label=results["models"][model]["name"], **style)
         seeds = [r for r in section["minimal_per_seed"]
                  if r["model"] == model and r["minimal"] is not None]
         ax.scatter([r["seq_len"] for r in seeds], [offset + r["minimal"] for r in seeds],
@@ -274,7 +274,8 @@ def plot_width_scaling(results):
     powers_of_two_ticks(ax.yaxis, plotted + [d + q * np.log(lengths[0]), lengths[-1] * d])
     ax.set_xticks(lengths)
     ax.set(xlabel="sequence length T", ylabel="smallest width (FCN: m; transformer: d + pe_dim)",
-           title=f"Width reaching validation R^2 >= {section['target_r2']}\n({task_title(cfg)})")
+           title=f"Smallest width whose validation R^2 reaches {section['target_r2']}"
+                 f"\n({task_title(cfg)})")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig

@@ -188,13 +188,14 @@ def plot_width_separation(results):
     plt = pyplot()
     cfg, section = results["config"], results["width_separation"]
     summary = section["summary"]
-    fig, ax = plt.subplots(figsize=(8, 4.2))
+    fig, ax = plt.subplots(figsize=(10, 4.4))
     for model in MODELS:
         rows = sorted((r for r in summary if r["model"] == model), key=lambda r: r["width"])
         if rows:
             band(ax, [r["width"] for r in rows], rows, "test_loss", model=model,
                  label=results["models"][model]["name"], errorbars=True)
-    curve = [r for r in section["bound"] if r["fcn_bound"] > 0]
+    widths = [r["width"] for r in summary]
+    curve = [r for r in section["bound"] if r["fcn_bound"] > 0 and r["width"] >= min(widths) / 1.5]
     ax.plot([r["width"] for r in curve], [r["fcn_bound"] for r in curve],
             color=STYLES["fcn"]["color"], linestyle="--",
             label="FCN lower bound at width m (theory)")
@@ -205,11 +206,11 @@ def plot_width_separation(results):
     for w in judged_widths(cfg):
         ax.axvline(w, color=STYLES["paper"]["color"], alpha=0.15, linewidth=6)
     ax.set(xscale="log", yscale="log")
-    widths = [r["width"] for r in summary]
     powers_of_two_ticks(ax.xaxis, widths)
     ax.set(xlabel="width (FCN: m; transformer: d + pe_dim)",
            ylabel="held-out loss (summed over d)",
-           title=f"Width separation ({task_title(cfg)}); shaded: widths judged")
+           title=f"Width separation ({task_title(cfg)})\nshaded: the widths judged, "
+                 "d + pe_dim for q log T <= pe_dim <= 4 q log T")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
