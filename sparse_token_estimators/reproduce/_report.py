@@ -141,6 +141,11 @@ def summary_markdown(results, *, figures=True):
         "## Claims",
         "",
     ]
+    lines += markdown_table(
+        ["claim", "judged on", f"mean of {cfg['n_seeds']} seeds", "seeds on their own"],
+        [[c["claim"], c["model"], "supported" if c["supported"] else "**NOT supported**",
+          f"{c['seeds_supporting']} of {c['n_seeds']}"] for c in results["claims"]],
+        ["l", "l", "l", "r"]) + [""]
     for c in results["claims"]:
         verdict = "supported" if c["supported"] else "NOT supported"
         lines += [f"- **{c['claim']}: {verdict} by this run** (judged on the mean over "
