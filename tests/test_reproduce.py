@@ -116,6 +116,11 @@ def test_outputs_hold_every_plotted_number(results, tmp_path):
         rows = list(csv.DictReader(fh))
     assert len(rows) == len(results["length_generalisation"]["rows"])
     assert {r["seed"] for r in rows} == {str(s) for s in SMOKE.seeds()}  # per seed
+    for path in written:  # every row of every table names its model
+        if path.suffix == ".csv":
+            with open(path) as fh:
+                header = next(csv.reader(fh))
+            assert "model" not in header or "model_name" in header, path.name
     summary = (tmp_path / "summary.md").read_text()
     assert f"**{SMOKE.n_seeds} seeds**" in summary
     assert "summed over the d coordinates" in summary  # the unit

@@ -31,7 +31,8 @@ class Alignment(Experiment):
                 r = records[fit, seed]
                 rows += [{"model": fit.model, "model_name": r["model_name"],
                           "pe_dim": fit.width, "seed": seed, **point} for point in r["trace"]]
-        summary = summarise(rows, ["model", "step"], ["sequences_seen", "alignment", "w_scale"])
+        summary = summarise(rows, ["model", "model_name", "step"],
+                            ["sequences_seen", "alignment", "w_scale"])
         return {"rows": rows, "summary": summary}
 
     def claims(self, results, thresholds):

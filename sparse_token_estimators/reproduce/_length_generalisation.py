@@ -6,7 +6,9 @@ trained at T and scored on held-out sets at every length of a dense grid from
 q to 8T (shorter sequences cannot hold q selected tokens), as Ruoss et al.
 (ACL 2023) report length generalisation: per length, and summarised over the
 lengths beyond training. The verdict is judged on the paper's model at T and
-4T; the fixed table must fit at T and fail at 4T.
+4T; the fixed table must fit at T and fail at 4T. (A fixed table is one set
+of positions: averaging over positional draws does not apply to it, so the
+fixed-PE model is fitted once, with the paper's training.)
 
 The same fits over ``pe_dim`` (the width-separation fits) give held-out R^2
 at 4T against pe_dim for both draw settings: the theory's point that length
@@ -17,7 +19,7 @@ import math
 
 from ._experiment import Experiment, claim, find, fmt_spread, markdown_table, spread, summarise
 from ._figures import band, powers_of_two_ticks, pyplot, task_title
-from ._fits import Fit
+from ._fits import Fit, model_name
 
 MODELS = ("paper", "ensemble", "fixed")
 
@@ -48,7 +50,8 @@ class LengthGeneralisation(Experiment):
             for seed in config.seeds():
                 values = [r["r2"] for r in rows if r["model"] == model and r["seed"] == seed
                           and r["length"] > T]
-                beyond.append({"model": model, "seed": seed,
+                beyond.append({"model": model, "model_name": model_name(model, config),
+                               "seed": seed,
                                "r2_beyond_T": spread(values)["mean"]})
         by_pe = []
         for model, grid in (("paper", config.pe_dims), ("ensemble", config.ensemble_pe_dims)):
@@ -61,11 +64,11 @@ class LengthGeneralisation(Experiment):
         factors = [f"r2_at_{f}T" for f in config.length_factors]
         return {
             "rows": rows,
-            "summary": summarise(rows, ["model", "length"], ["r2"]),
-            "beyond_training": summarise(beyond, ["model"], ["r2_beyond_T"]),
+            "summary": summarise(rows, ["model", "model_name", "length"], ["r2"]),
+            "beyond_training": summarise(beyond, ["model", "model_name"], ["r2_beyond_T"]),
             "beyond_training_per_seed": beyond,
             "by_pe_dim": by_pe,
-            "by_pe_dim_summary": summarise(by_pe, ["model", "pe_dim"], factors),
+            "by_pe_dim_summary": summarise(by_pe, ["model", "model_name", "pe_dim"], factors),
         }
 
     def claims(self, results, thresholds):

@@ -41,7 +41,7 @@ from ._experiment import (
     summarise,
 )
 from ._figures import STYLES, powers_of_two_ticks, pyplot, task_title
-from ._fits import Fit
+from ._fits import Fit, model_name
 
 MODELS = {"fcn": "hidden_width", "paper": "pe_dim"}
 
@@ -93,7 +93,7 @@ class WidthScaling(Experiment):
                                "value": fit.width, "width": r["width"], "seed": seed,
                                "n_train": r["n_train"], "val_r2": r["val_r2"],
                                "test_r2": r["test_r2"], "test_loss": r["test_loss"]})
-        summary = summarise(points, ["seq_len", "model", "value"],
+        summary = summarise(points, ["seq_len", "model", "model_name", "value"],
                             ["val_r2", "test_r2", "test_loss"])
         target = config.target_r2
         minimal, per_seed = [], []
@@ -102,7 +102,8 @@ class WidthScaling(Experiment):
                 grid = [r for r in summary if r["seq_len"] == T and r["model"] == model]
                 chosen = _smallest([r for r in grid if r["val_r2_mean"] >= target])
                 minimal.append({
-                    "seq_len": T, "model": model, "parameter": param,
+                    "seq_len": T, "model": model, "model_name": model_name(model, config),
+                    "parameter": param,
                     "minimal": chosen["value"] if chosen else None,
                     "test_r2_mean": chosen["test_r2_mean"] if chosen else None,
                     "test_r2_sd": chosen["test_r2_sd"] if chosen else None,
@@ -116,7 +117,8 @@ class WidthScaling(Experiment):
                     own = [r for r in points if r["seq_len"] == T and r["model"] == model
                            and r["seed"] == seed and r["val_r2"] >= target]
                     pick = _smallest(own)
-                    per_seed.append({"seq_len": T, "model": model, "seed": seed,
+                    per_seed.append({"seq_len": T, "model": model,
+                                     "model_name": model_name(model, config), "seed": seed,
                                      "minimal": pick["value"] if pick else None,
                                      "test_r2": pick["test_r2"] if pick else None})
         return {"target_r2": target, "points": points, "summary": summary,

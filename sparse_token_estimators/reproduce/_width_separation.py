@@ -80,7 +80,7 @@ class WidthSeparation(Experiment):
         bound_curve = [{"width": m, "fcn_bound": _bound(cfg, m),
                         "fcn_r2_ceiling": 1 - _bound(cfg, m) / zero}
                        for m in range(1, threshold + 1)]
-        return {"rows": rows, "summary": summarise(rows, ["model", "width"], VALUES),
+        return {"rows": rows, "summary": summarise(rows, ["model", "model_name", "width"], VALUES),
                 "bound": bound_curve}
 
     def claims(self, results, thresholds):
