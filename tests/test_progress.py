@@ -115,3 +115,16 @@ def test_run_advances_once_per_fit():
     total = len(planned_fits(SMOKE)) * SMOKE.n_seeds
     run(SMOKE, progress=Recording(total, enabled=False))
     assert sum(steps) == total
+
+
+def test_progress_says_it_is_alive_during_a_long_fit(monkeypatch, capsys):
+    import time
+
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    progress = Progress(total=2, refresh=0.01)
+    progress.stage("length generalisation", n_fits=2, cost=2.0)
+    progress._last_line -= 61  # a minute without a finished fit
+    time.sleep(0.2)
+    progress.close()
+    lines = capsys.readouterr().err.splitlines()
+    assert any("length generalisation: still fitting" in line for line in lines)

@@ -77,7 +77,10 @@ class Progress:
     fit. The estimate weighs each fit by an estimated cost (from its size,
     epochs and model; the stage says how much its fits cost together), so a
     stage of cheap fits does not make the remaining expensive ones look fast:
-    time left = elapsed x cost left / cost done.
+    time left = elapsed x cost left / cost done. The times are refreshed
+    every ``refresh`` seconds while a long fit runs (the bar), or a line is
+    printed after a minute without one (plain lines), so a slow run is not
+    taken for a hung one.
 
     Parameters
     ----------
@@ -85,6 +88,8 @@ class Progress:
         Fits in the run.
     enabled : bool, default=True
         False: count silently (``done`` still counts).
+    refresh : float, default=1.0
+        Seconds between refreshes of the times while no fit finishes.
 
     Examples
     --------
@@ -95,7 +100,7 @@ class Progress:
     3
     """
 
-    def __init__(self, total, enabled=True):
+    def __init__(self, total, enabled=True, refresh=1.0):
         self.total, self.done, self.enabled = total, 0, enabled
         self._text, self._fit_cost, self._cost_done, self._cost_total = "", 0.0, 0.0, 0.0
         self._start = time.perf_counter()
@@ -109,8 +114,20 @@ class Progress:
             if tqdm is not None:
                 self._bar = tqdm(
                     total=total, unit="fit", file=sys.stderr, dynamic_ncols=True,
-                    bar_format="{desc}: {n_fmt}/{total_fmt} fits |{bar}| {postfix}",
+                    bar_format="{n_fmt}/{total_fmt} fits |{bar}| {desc}",
                 )
+        self._last_line = time.perf_counter()
+        self._stop = threading.Event()
+        if enabled:
+            threading.Thread(target=self._tick, args=(refresh,), daemon=True).start()
+
+    def _tick(self, refresh):
+        while not self._stop.wait(refresh):
+            with self._lock:
+                if self._bar is not None:
+                    self._show()
+                elif time.perf_counter() - self._last_line > 60:
+                    self._line(f"{self._text}: still fitting")
 
     def plan(self, cost):
         """Add ``cost`` to the estimated cost of the whole run."""
@@ -121,11 +138,9 @@ class Progress:
         with self._lock:
             self._text, self._fit_cost = text, cost / max(n_fits, 1)
             if self._bar is not None:
-                self._bar.set_description_str(text, refresh=False)
-                self._bar.set_postfix_str(self._times(), refresh=True)
+                self._show()
             elif self.enabled:
-                print(f"[{self.done:>3}/{self.total}] {text}: {n_fits} fits "
-                      f"({self._times()})", file=sys.stderr, flush=True)
+                self._line(f"{text}: {n_fits} fits")
 
     def elapsed(self):
         return time.perf_counter() - self._start
@@ -148,12 +163,20 @@ class Progress:
             self.done += n
             self._cost_done += n * self._fit_cost
             if self._bar is not None:
-                self._bar.set_postfix_str(self._times(), refresh=False)
                 self._bar.update(n)
+                self._show()
             elif self.enabled:
-                print(f"[{self.done:>3}/{self.total}] {self._text}: {self._times()}",
-                      file=sys.stderr, flush=True)
+                self._line(self._text)
+
+    def _show(self):
+        self._bar.set_description_str(f"{self._text}: {self._times()}", refresh=True)
+
+    def _line(self, text):
+        print(f"[{self.done:>3}/{self.total}] {text}: {self._times()}", file=sys.stderr,
+              flush=True)
+        self._last_line = time.perf_counter()
 
     def close(self):
+        self._stop.set()
         if self._bar is not None:
             self._bar.close()
