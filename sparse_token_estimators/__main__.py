@@ -32,8 +32,8 @@ def build_parser():
     scale.add_argument("--quick", action="store_const", dest="scale", const="quick",
                        help="small sizes: a few minutes on 2 CPU cores (the default)")
     scale.add_argument("--scale", choices=sorted(reproduce.SCALES),
-                       help="'paper': T=20, more samples and larger pe_dim; about an "
-                            "hour on 2 CPU cores")
+                       help="'paper': T=20, more samples, pe_dim up to 512, the scaling "
+                            "law over T=10..40; about half an hour on 2 CPU cores")
     parser.set_defaults(scale="quick")
     parser.add_argument("--out", default="results", help="output folder (default: results)")
     parser.add_argument("--device", default=None,

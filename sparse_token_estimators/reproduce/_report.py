@@ -46,7 +46,8 @@ def _write_csv(path, rows):
     with open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields)
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({k: ";".join(map(str, v)) if isinstance(v, list) else v
+                          for k, v in row.items()} for row in rows)
 
 
 def write_outputs(results, out_dir, *, plots=True):
