@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The GPU checks in one go: the GPU tests, then the GPU benchmarks, every
-# result into one folder. Budget: under 8 minutes on one NVIDIA GPU (each step
+# The GPU checks in one go: the GPU tests, the GPU benchmarks and the quick
+# reproduction, every result into one folder. Budget: under 10 minutes on one
+# NVIDIA GPU (each step
 # has a time limit, and a failed step does not stop the others).
 #
 #   benchmarks/gpu.sh [OUT]                # on a machine with an NVIDIA GPU
@@ -65,6 +66,12 @@ step scaling 90 $PY benchmarks/bench_scaling.py --device "$DEVICE" --quick --out
 step stream 120 $PY benchmarks/bench_stream.py --device "$DEVICE" "${QUICK[@]}" --profile \
     --out "$OUT"
 step positional 30 $PY benchmarks/bench_positional.py --device "$DEVICE" --quick --out "$OUT"
+# The quick reproduction (3 seeds) with its fits on the GPU, one fit per CPU
+# core in parallel, then where its time went. On the CPU check, one seed.
+SEEDS=3; if [ "$DEVICE" = cpu ]; then SEEDS=1; fi
+step reproduce 150 $PY -m sparse_token_estimators --quick --seeds "$SEEDS" --device "$DEVICE" \
+    --no-progress --out "$OUT/reproduce"
+step reproduce_time 30 $PY benchmarks/bench_reproduce.py --from "$OUT/reproduce/results.json"
 
 echo "results in $OUT (exit status $status)"
 exit "$status"

@@ -1,12 +1,46 @@
 """skorch callbacks that record the paper's diagnostics into ``history_``."""
 
+import math
+
 from skorch.callbacks import Callback
 
 from .theory import identity_alignment
 
 
+def trace_steps(steps_per_doubling, max_step):
+    """Training steps at which :class:`AlignmentRecorder` records its trace.
+
+    Step 0 (before the first update) and the steps round(2^(k / steps_per_doubling))
+    up to ``max_step``: log-spaced, so the first epoch, where W leaves 0, is
+    recorded densely and a long run adds only a few points per doubling.
+
+    Parameters
+    ----------
+    steps_per_doubling : int
+        Points per doubling of the number of steps.
+    max_step : int
+        Last step to consider.
+
+    Returns
+    -------
+    steps : list of int
+        Increasing, starting at 0.
+
+    Examples
+    --------
+    >>> trace_steps(2, 40)
+    [0, 1, 2, 3, 4, 6, 8, 11, 16, 23, 32]
+    """
+    steps, k = [0], 0
+    while (step := round(2 ** (k / steps_per_doubling))) <= max_step:
+        if step > steps[-1]:
+            steps.append(step)
+        k += 1
+    return steps
+
+
 class AlignmentRecorder(Callback):
-    """Record the alignment of the key-query matrix W with the identity each epoch.
+    """Record the alignment of the key-query matrix W with the identity.
 
     After every epoch, writes ``identity_alignment(module_.W)``, the cosine
     similarity <W, I> / (||W||_F sqrt(d_p)) of Wang, Wei, Hsu & Lee (ICML
@@ -14,29 +48,61 @@ class AlignmentRecorder(Callback):
     of W ~ c I; a larger c makes the attention sharper on longer sequences)
     under ``scale_key``.
 
+    With ``trace_key`` it also records the alignment against the number of
+    training sequences seen, from the start: at step 0 (before the first
+    update, W as initialised, 0 for the attention model), after the training
+    steps of :func:`trace_steps` (log-spaced: dense in the first epoch) and
+    at the end of every epoch. Each epoch's row of ``history_`` gets under
+    ``trace_key`` the list of its records, dicts with ``step``,
+    ``sequences_seen``, ``alignment`` and ``w_scale``; the first epoch's list
+    begins with step 0. Training that continues (``warm_start``,
+    ``partial_fit``) continues the count.
+
     Parameters
     ----------
     key : str, default="alignment"
-        History column of the alignment.
+        History column of the per-epoch alignment.
     scale_key : str or None, default="w_scale"
         History column of the scale; None records no scale.
     param : str, default="W"
         Name of the square matrix parameter on ``module_``.
+    trace_key : str or None, default="alignment_trace"
+        History column of the records within epochs; None records none.
+    steps_per_doubling : int, default=2
+        Density of those records (see :func:`trace_steps`).
 
     Examples
     --------
     >>> from sparse_token_estimators import SparseTokenTransformer, make_sparse_selection
     >>> X, y = make_sparse_selection(500, seq_len=8, token_dim=4, random_state=0)
-    >>> est = SparseTokenTransformer(pe_dim=16, max_epochs=3, random_state=0,
+    >>> est = SparseTokenTransformer(pe_dim=16, max_epochs=3, batch_size=100, random_state=0,
     ...                              callbacks=[AlignmentRecorder()]).fit(X, y)
     >>> len(est.history_[:, "alignment"])
     3
+    >>> first = est.history_[0, "alignment_trace"]
+    >>> [(r["step"], r["sequences_seen"]) for r in first]
+    [(0, 0), (1, 100), (2, 200), (3, 300), (4, 400), (5, 500)]
+    >>> first[0]["alignment"]  # W starts at 0
+    0.0
     """
 
-    def __init__(self, key="alignment", scale_key="w_scale", param="W"):
+    # State between calls ends in "_": skorch takes every other attribute of a
+    # callback for a parameter (get_params, clone).
+    def __init__(self, key="alignment", scale_key="w_scale", param="W",
+                 trace_key="alignment_trace", steps_per_doubling=2):
         self.key = key
         self.scale_key = scale_key
         self.param = param
+        self.trace_key = trace_key
+        self.steps_per_doubling = steps_per_doubling
+
+    def _matrix(self, net):
+        return getattr(net.module_, self.param).detach()
+
+    def _record(self, net, step, seen):
+        W = self._matrix(net)
+        return {"step": step, "sequences_seen": seen, "alignment": identity_alignment(W),
+                "w_scale": float(W.diagonal().mean())}
 
     def on_train_begin(self, net, X=None, y=None, **kwargs):
         W = getattr(net.module_, self.param, None)
@@ -46,9 +112,45 @@ class AlignmentRecorder(Callback):
                 f"{type(net.module_).__name__} has none. Use it with "
                 "SparseTokenTransformer, or pass param= the name of the matrix."
             )
+        if self.trace_key is None:
+            return
+        last = self._last_record(net)
+        if last is None:  # a fresh start: record W before any update
+            self.step_, self.seen_ = 0, 0
+            self.pending_ = [self._record(net, 0, 0)]
+        else:  # training continues: so does the count
+            self.step_, self.seen_ = last["step"], last["sequences_seen"]
+            self.pending_ = []
+        self.next_ = self._next_mark(self.step_)
+
+    def _last_record(self, net):
+        for row in reversed(net.history):
+            if row.get(self.trace_key):
+                return row[self.trace_key][-1]
+        return None
+
+    def _next_mark(self, step):
+        k = math.floor(self.steps_per_doubling * math.log2(max(step, 1)))
+        while round(2 ** (k / self.steps_per_doubling)) <= step:
+            k += 1
+        return round(2 ** (k / self.steps_per_doubling))
+
+    def on_batch_end(self, net, batch=None, training=False, **kwargs):
+        if not training or self.trace_key is None:
+            return
+        self.step_ += 1
+        self.seen_ += len(batch[0])
+        if self.step_ >= self.next_:
+            self.pending_.append(self._record(net, self.step_, self.seen_))
+            self.next_ = self._next_mark(self.step_)
 
     def on_epoch_end(self, net, **kwargs):
-        W = getattr(net.module_, self.param).detach()
+        W = self._matrix(net)
         net.history.record(self.key, identity_alignment(W))
         if self.scale_key is not None:
             net.history.record(self.scale_key, float(W.diagonal().mean()))
+        if self.trace_key is not None:
+            if not self.pending_ or self.pending_[-1]["step"] != self.step_:
+                self.pending_.append(self._record(net, self.step_, self.seen_))
+            net.history.record(self.trace_key, self.pending_)
+            self.pending_ = []

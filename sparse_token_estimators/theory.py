@@ -57,15 +57,37 @@ def selection_loss(y_true, y_pred):
     return float(((y_true - y_pred) ** 2).sum(axis=1).mean())
 
 
-def fcn_lower_bound(seq_len, n_selected):
-    """Lower bound on the loss of any fully-connected net narrower than T d.
+def fcn_lower_bound(seq_len, n_selected, token_dim=None, width=None):
+    """Lower bound on the loss of any fully-connected net of first-layer width m.
 
-    Wang, Wei, Hsu & Lee (ICML 2024) show that a fully-connected net on the
-    flattened input whose first layer has width m <= T d - 1 has expected
-    loss (summed over the d coordinates) at least (T - q) / (T q (T - 1)),
-    where T = ``seq_len`` and q = ``n_selected``; transformers of width
-    d + O(q log T) get near zero. (The task is the q-sparse averaging of
-    Sanford, Hsu & Telgarsky, NeurIPS 2023.) The bound does not depend on d.
+    Without ``width``: the bound of Wang, Wei, Hsu & Lee (ICML 2024) for
+    every fully-connected net on the flattened input whose first layer has
+    width m <= T d - 1, expected loss (summed over the d coordinates) at least
+    (T - q) / (T q (T - 1)), with T = ``seq_len``, q = ``n_selected``; it
+    does not depend on d. With ``token_dim`` (d) and ``width`` (m): the same
+    argument carried to every width, which is the project's tighter form::
+
+        m >= T d       : 0
+        d <= m <= T d  : (T d - m) (T - q) / (T q (T - 1))
+        m < d          : (T - 1) d (T - q) / (T q (T - 1)) + (d - m) / T
+
+    Derivation. Write the tokens as one vector x in R^{T d} and the selection
+    indicator as s; then y = M_S x with M_S = (s^T kron I_d) / q. The first
+    layer sees x only through U x with rank(U) <= m (s enters apart), so any
+    net predicts a function of (P x, S), P the projection onto the row space
+    of U. As x ~ N(0, I) is independent of S, the best such function is
+    E[y | P x, S] = M_S P x, with loss tr((I - P) E_S[M_S^T M_S]).
+    E_S[M_S^T M_S] = A kron I_d with A = E[s s^T] / q^2 =
+    (T - q) / (T q (T - 1)) I + (q - 1) / (q T (T - 1)) 1 1^T, whose
+    eigenvalues are 1/T (on the all-ones vector) and
+    (T - q) / (T q (T - 1)) (multiplicity T - 1). Over projections P of rank
+    m, tr((I - P) (A kron I_d)) is smallest when P keeps the top m
+    eigenvectors (Ky Fan), which leaves the sum of the T d - m smallest
+    eigenvalues: the formula above. The paper's theorem is the case
+    m = T d - 1 (one eigenvalue left); the sum at every width is the same
+    argument, not a result stated in the paper. At m = 0 it is d / q, the
+    loss of predicting 0. The task is the q-sparse averaging of Sanford, Hsu
+    & Telgarsky (NeurIPS 2023).
 
     Parameters
     ----------
@@ -73,20 +95,48 @@ def fcn_lower_bound(seq_len, n_selected):
         Sequence length T >= 2.
     n_selected : int
         Number q of selected tokens, 1 <= q <= T.
+    token_dim : int, optional
+        Token dimension d; required with ``width``.
+    width : int, optional
+        First-layer width m >= 1 of the net; required with ``token_dim``.
+        None: the paper's bound (width T d - 1).
 
     Returns
     -------
     bound : float
+        Loss summed over the d coordinates; ``1 - bound / (d / q)`` is the
+        highest R^2 such a net can reach.
 
     Examples
     --------
-    >>> round(fcn_lower_bound(20, 3), 5)
+    >>> round(fcn_lower_bound(20, 3), 5)  # the paper's bound, any width below T d
     0.01491
+    >>> round(fcn_lower_bound(10, 3, token_dim=8, width=16), 4)  # width 16 < T d = 80
+    1.6593
+    >>> fcn_lower_bound(10, 3, token_dim=8, width=80)
+    0.0
     """
     seq_len, n_selected = _check_sizes(seq_len, n_selected)
     if seq_len < 2:
         raise ValueError(f"seq_len must be at least 2 for the bound; got {seq_len}.")
-    return (seq_len - n_selected) / (seq_len * n_selected * (seq_len - 1))
+    smallest = (seq_len - n_selected) / (seq_len * n_selected * (seq_len - 1))
+    if token_dim is None and width is None:
+        return smallest
+    if token_dim is None or width is None:
+        given, missing = ("width", "token_dim") if token_dim is None else ("token_dim", "width")
+        raise ValueError(
+            f"fcn_lower_bound got {given} but not {missing}: the width-aware bound "
+            "needs both token_dim and width; pass neither for the paper's bound "
+            "(width T d - 1)."
+        )
+    token_dim = check_int(token_dim, "token_dim")
+    width = check_int(width, "width")
+    total = seq_len * token_dim
+    if width >= total:
+        return 0.0
+    if width >= token_dim:
+        return (total - width) * smallest
+    return (total - token_dim) * smallest + (token_dim - width) / seq_len
 
 
 def zero_predictor_loss(token_dim, n_selected):

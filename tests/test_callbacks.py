@@ -4,7 +4,7 @@ import pytest
 from sklearn.base import clone
 
 from sparse_token_estimators import SparseTokenFCN, SparseTokenTransformer, make_sparse_selection
-from sparse_token_estimators.callbacks import AlignmentRecorder
+from sparse_token_estimators.callbacks import AlignmentRecorder, trace_steps
 from sparse_token_estimators.theory import identity_alignment
 
 
@@ -53,3 +53,39 @@ def test_pickles_and_clones_with_the_estimator(fitted, task):
     assert restored.history_[:, "alignment"] == fitted.history_[:, "alignment"]
     refit = clone(fitted).fit(*task)  # same random_state: the same curve again
     assert refit.history_[:, "alignment"] == pytest.approx(fitted.history_[:, "alignment"])
+
+
+def test_trace_starts_at_zero_from_w_zero(fitted, task):
+    # 1500 sequences in batches of 256: 6 steps per epoch, 36 in all
+    trace = [r for epoch in fitted.history_[:, "alignment_trace"] for r in epoch]
+    assert trace[0] == {"step": 0, "sequences_seen": 0, "alignment": 0.0, "w_scale": 0.0}
+    steps = [r["step"] for r in trace]
+    assert steps == sorted(set(steps))
+    # the log-spaced steps, and every epoch's end
+    assert set(trace_steps(2, 36)) | {6 * k for k in range(1, 7)} == set(steps)
+    seen = {r["step"]: r["sequences_seen"] for r in trace}
+    assert seen[6] == 1500 and seen[8] == 2012 and seen[36] == 9000
+    # each epoch's list ends where the epoch ends, at that epoch's alignment
+    for epoch in fitted.history_:
+        assert epoch["alignment_trace"][-1]["alignment"] == epoch["alignment"]
+    # one Adam step from 0 already points towards I, and the alignment rises
+    assert 0 < trace[1]["alignment"] < trace[-1]["alignment"]
+
+
+def test_trace_continues_with_warm_start(task):
+    est = SparseTokenTransformer(pe_dim=8, max_epochs=1, warm_start=True, random_state=0,
+                                 callbacks=[AlignmentRecorder()])
+    est.fit(*task)
+    est.fit(*task)
+    trace = [r for epoch in est.history_[:, "alignment_trace"] for r in epoch]
+    assert [r["step"] for r in trace] == [0, 1, 2, 3, 4, 6, 8, 11, 12]
+    assert trace[-1]["sequences_seen"] == 3000
+    assert [r["step"] for r in trace].count(0) == 1
+
+
+def test_no_trace_when_disabled(task):
+    est = SparseTokenTransformer(pe_dim=8, max_epochs=1, random_state=0,
+                                 callbacks=[AlignmentRecorder(trace_key=None)])
+    est.fit(*task)
+    assert "alignment_trace" not in est.history_[-1]
+    assert len(est.history_[:, "alignment"]) == 1

@@ -1,3 +1,4 @@
+import itertools
 import math
 
 import numpy as np
@@ -37,6 +38,82 @@ def test_fcn_lower_bound_is_below_the_trivial_losses():
 def test_fcn_lower_bound_rejects_bad_sizes(args, error):
     with pytest.raises(error):
         fcn_lower_bound(*args)
+
+
+def _expected_gram(T, d, q):
+    """E_S[M_S^T M_S] by enumerating every q-subset S (y = M_S x, x in R^{T d})."""
+    gram = np.zeros((T * d, T * d))
+    subsets = list(itertools.combinations(range(T), q))
+    for S in subsets:
+        s = np.zeros(T)
+        s[list(S)] = 1.0
+        M = np.kron(s[None, :], np.eye(d)) / q  # (d, T d): token t, coordinate k at t d + k
+        gram += M.T @ M
+    return gram / len(subsets)
+
+
+@pytest.mark.parametrize("T, d, q", [(4, 2, 1), (5, 3, 2), (6, 2, 3), (4, 3, 4)])
+def test_width_aware_bound_is_the_sum_of_the_smallest_eigenvalues(T, d, q):
+    eigenvalues = np.sort(np.linalg.eigvalsh(_expected_gram(T, d, q)))
+    # A (x) I_d: 1/T d times, (T - q) / (T q (T - 1)) the other (T - 1) d times
+    small = (T - q) / (T * q * (T - 1))
+    assert eigenvalues == pytest.approx(np.sort([1 / T] * d + [small] * ((T - 1) * d)))
+    for m in range(1, T * d + 3):
+        expected = eigenvalues[:max(T * d - m, 0)].sum()
+        assert fcn_lower_bound(T, q, token_dim=d, width=m) == pytest.approx(expected, abs=1e-12)
+    # the paper's bound is the case m = T d - 1; all eigenvalues sum to d / q
+    paper = fcn_lower_bound(T, q)
+    assert fcn_lower_bound(T, q, token_dim=d, width=T * d - 1) == pytest.approx(paper)
+    assert eigenvalues.sum() == pytest.approx(zero_predictor_loss(d, q))
+
+
+@pytest.mark.parametrize("m", [1, 3, 8, 14, 20])
+def test_width_aware_bound_is_reached_by_the_best_linear_bottleneck(m):
+    # The best predictor that sees the tokens through a rank-m projection P
+    # is M_S P x, P onto the top-m eigenvectors of E_S[M_S^T M_S]; its loss,
+    # by Monte Carlo on the task's data, is the bound.
+    T, d, q = 6, 3, 2
+    eigenvalues, vectors = np.linalg.eigh(_expected_gram(T, d, q))
+    top = vectors[:, np.argsort(eigenvalues)[::-1][:m]]  # (T d, m)
+    X, y = make_sparse_selection(100_000, T, d, q, random_state=0)
+    x = X[..., :d].reshape(len(X), T * d).astype(np.float64)  # flattened tokens
+    selected = X[..., d].astype(np.float64)  # (n, T)
+    projected = ((x @ top) @ top.T).reshape(len(X), T, d)
+    prediction = np.einsum("nt,ntk->nk", selected, projected) / q  # M_S P x
+    bound = fcn_lower_bound(T, q, token_dim=d, width=m)
+    assert selection_loss(y, prediction) == pytest.approx(bound, rel=0.02, abs=2e-3)
+    # a worse bottleneck (the bottom eigenvectors) loses more
+    if m < T * d - d:
+        bottom = vectors[:, np.argsort(eigenvalues)[:m]]
+        worse = np.einsum("nt,ntk->nk", selected,
+                          ((x @ bottom) @ bottom.T).reshape(len(X), T, d)) / q
+        assert selection_loss(y, worse) > bound + 0.01
+
+
+def test_width_aware_bound_shape():
+    T, d, q = 10, 8, 3
+    values = [fcn_lower_bound(T, q, token_dim=d, width=m) for m in range(1, T * d + 5)]
+    assert all(a >= b for a, b in zip(values, values[1:]))  # falls with width ...
+    assert values[T * d - 1:] == [0.0] * 5  # ... to 0 from m = T d on
+    # each unit of width removes one eigenvalue: (T - q) / (T q (T - 1)) from
+    # d to T d, the larger 1/T below d (values[k] is the bound at width k + 1)
+    assert values[d - 1] - values[d] == pytest.approx((T - q) / (T * q * (T - 1)))
+    assert values[d - 2] - values[d - 1] == pytest.approx(1 / T)
+    # R^2 ceilings of the issue's example: widths 16, 24, 40 at T=10, d=8, q=3
+    ceilings = [1 - fcn_lower_bound(T, q, token_dim=d, width=m) / zero_predictor_loss(d, q)
+                for m in (16, 24, 40)]
+    assert ceilings == pytest.approx([0.378, 0.456, 0.611], abs=1e-3)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"width": 16}, ValueError, "got width but not token_dim"),
+    ({"token_dim": 8}, ValueError, "got token_dim but not width"),
+    ({"token_dim": 8, "width": 0}, ValueError, "width must be an integer >= 1"),
+    ({"token_dim": 8, "width": 16.0}, TypeError, "width must be an integer"),
+])
+def test_width_aware_bound_rejects_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        fcn_lower_bound(10, 3, **kwargs)
 
 
 def test_reference_losses_match_the_data():

@@ -1,0 +1,84 @@
+"""Where the reproduction's time goes: per experiment, per model and T, per fit.
+
+Runs ``reproduce.run`` at a scale (or reads the ``results.json`` of a run
+already made, ``--from``) and prints, from the CPU time each fit records
+(one torch thread per fit; on a shared machine the steadier figure):
+
+- per experiment: its fits and their CPU seconds (a fit shared between
+  experiments counts in each that uses it);
+- per model and T: fits, CPU and wall seconds, and the measured CPU time
+  over the cost model's estimate (the estimate the progress display's time
+  left is weighted by; a ratio, comparable across machines in its spread);
+- the run: wall time, total fit CPU time, and their ratio per worker
+  (parallel efficiency: 1 when every worker computes all the time).
+
+The fit times are measured inside the run, side by side with everything
+else it does; run on an idle machine before comparing seconds.
+
+    python benchmarks/bench_reproduce.py --scale quick --seeds 3 --n-jobs 2
+    python benchmarks/bench_reproduce.py --from results/results.json
+"""
+
+import json
+import time
+from pathlib import Path
+
+import common
+import torch
+from joblib import effective_n_jobs
+
+from sparse_token_estimators import reproduce
+from sparse_token_estimators.reproduce._fits import Fit
+from sparse_token_estimators.reproduce._report import timing_rows
+
+
+def estimated(row, config):
+    return Fit(row["model"], row.get("hidden_width") or row.get("pe_dim"),
+               row["seq_len"]).cost(config)
+
+
+def main():
+    p = common.parser(__doc__.split("\n\n")[0])
+    p.add_argument("--scale", default="quick", choices=sorted(reproduce.SCALES))
+    p.add_argument("--seeds", type=int, default=None, help="number of seeds")
+    p.add_argument("--n-jobs", type=int, default=-1, help="parallel fits (default: all cores)")
+    p.add_argument("--from", dest="source", type=Path, default=None,
+                   help="read this results.json instead of running")
+    args = p.parse_args()
+    if args.source is not None:
+        results = json.loads(args.source.read_text())
+        config = reproduce.ReproductionConfig(**{
+            k: (reproduce.Training(**v) if isinstance(v, dict) else
+                tuple(v) if isinstance(v, list) else v)
+            for k, v in results["config"].items()})
+    else:
+        common.setup(args, repeats=1, quick_repeats=1)
+        config = reproduce.with_sizes(reproduce.SCALES[args.scale], n_seeds=args.seeds,
+                                      n_jobs=args.n_jobs, device=args.device)
+        if effective_n_jobs(config.n_jobs) > 1:
+            torch.set_num_threads(1)  # the fits run in the workers
+        start = time.perf_counter()
+        results = reproduce.run(config, progress=not args.quick)
+        results["elapsed_s"] = time.perf_counter() - start
+    per_experiment, per_model = timing_rows(results)
+    for row in per_model:
+        fits = [f for f in results["fits"]
+                if f["model_name"] == row["model_name"] and f["seq_len"] == row["seq_len"]]
+        row["cpu / estimate"] = row["cpu_s"] / sum(estimated(f, config) for f in fits)
+    cpu = sum(f["fit_cpu_s"] for f in results["fits"])
+    workers = effective_n_jobs(config.n_jobs)
+    run_row = {"scale": args.scale if args.source is None else str(args.source),
+               "seeds": config.n_seeds, "fits": len(results["fits"]),
+               "wall_s": results["elapsed_s"], "fit_cpu_s": cpu, "workers": workers,
+               "efficiency": cpu / (results["elapsed_s"] * workers)}
+    common.print_table("The run", list(run_row), [run_row])
+    common.print_table("Per experiment (fit CPU seconds)", list(per_experiment[0]),
+                       per_experiment)
+    common.print_table("Per model and T", list(per_model[0]), per_model)
+    if args.source is None:
+        common.write_json(args, f"reproduce_{args.scale}", {
+            "run": run_row, "per_experiment": per_experiment, "per_model": per_model})
+
+
+if __name__ == "__main__":
+    main()

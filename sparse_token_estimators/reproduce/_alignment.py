@@ -1,0 +1,138 @@
+"""Claim 3, alignment: gradient descent from W = 0 turns W towards the identity.
+
+The length-generalisation fits carry an ``AlignmentRecorder``: the cosine
+similarity <W, I> / (||W||_F sqrt(d_p)) against the number of training
+sequences seen, from step 0 (W = 0, alignment 0 by definition) and
+log-spaced in steps, so the rise within the first epoch is seen. The verdict
+is the same at every scale: starting from W = 0, the paper's model ends at or
+above ``alignment_final`` (mean over seeds, and seed by seed), however early
+in training it got there.
+"""
+
+from ._experiment import Experiment, claim, fmt_spread, markdown_table, summarise
+from ._figures import band, pyplot, task_title
+from ._fits import Fit
+
+MODELS = ("paper", "ensemble", "fixed")
+
+
+class Alignment(Experiment):
+    name = "alignment"
+    title = "Alignment of W with the identity"
+    thresholds = {"alignment_final": 0.9}
+
+    def fits(self, config):
+        return [Fit(model, config.length_pe_dim, config.seq_len) for model in MODELS]
+
+    def collect(self, config, records):
+        rows = []
+        for fit in self.fits(config):
+            for seed in config.seeds():
+                r = records[fit, seed]
+                rows += [{"model": fit.model, "model_name": r["model_name"],
+                          "pe_dim": fit.width, "seed": seed, **point} for point in r["trace"]]
+        summary = summarise(rows, ["model", "model_name", "step"],
+                            ["sequences_seen", "alignment", "w_scale"])
+        return {"rows": rows, "summary": summary}
+
+    def claims(self, results, thresholds):
+        cfg, section, names = results["config"], results[self.name], results["models"]
+        threshold = thresholds["alignment_final"]
+
+        def trace(model, seed=None):
+            rows = section["summary"] if seed is None else [
+                r for r in section["rows"] if r["seed"] == seed]
+            key = "alignment_mean" if seed is None else "alignment"
+            return [(r["step"], r[key]) for r in sorted(
+                (r for r in rows if r["model"] == model), key=lambda r: r["step"])]
+
+        def holds(seed=None):
+            points = trace("paper", seed)
+            return bool(points) and points[-1][1] >= threshold
+
+        seeds = [cfg["seed"] + k for k in range(cfg["n_seeds"])]
+        per_seed = [holds(s) for s in seeds]
+        starts = [trace("paper", s)[0] for s in seeds]
+        paper = [r for r in section["summary"] if r["model"] == "paper"]
+        one_epoch = max((r for r in paper if r["sequences_seen_mean"]
+                         <= _n_train(results)), key=lambda r: r["step"], default=None)
+        end = {m: max((r for r in section["summary"] if r["model"] == m),
+                      key=lambda r: r["step"], default=None) for m in MODELS}
+        evidence = (
+            f"{names['paper']['name']}: 0 at step 0, "
+            + (f"{fmt_spread(one_epoch, 'alignment')} after one epoch "
+               f"({one_epoch['sequences_seen_mean']:.0f} sequences), " if one_epoch else "")
+            + f"{fmt_spread(end['paper'], 'alignment')} at the end "
+            f"({end['paper']['sequences_seen_mean']:.0f} sequences); "
+            f"{names['ensemble']['name']}: {fmt_spread(end['ensemble'], 'alignment')} at "
+            f"the end; {names['fixed']['name']}: {fmt_spread(end['fixed'], 'alignment')}"
+        )
+        check = ("the record starts at step 0 with 0 sequences seen and W = 0 "
+                 "(alignment 0) for every seed", all(s == (0, 0.0) for s in starts))
+        return [claim(
+            "alignment", model=names["paper"]["name"],
+            statement=(
+                f"Trained by gradient descent (Adam) from W = 0, the paper's model "
+                f"(pe_dim={cfg['length_pe_dim']}) ends with W aligned with the identity: "
+                f"<W, I> / (||W||_F sqrt(d_p)) >= {threshold} at the end of training."
+            ),
+            supported=holds(), seeds_supporting=sum(per_seed), n_seeds=len(seeds),
+            evidence=evidence, checks=[check],
+        )]
+
+    def tables(self, results):
+        return {"alignment.csv": results[self.name]["rows"]}
+
+    def summary(self, results):
+        cfg, section, names = results["config"], results[self.name], results["models"]
+        paper = sorted((r for r in section["summary"] if r["model"] == "paper"),
+                       key=lambda r: r["step"])
+        shown = [r for r in paper if r["step"] in (0, 1, 2, 4, 8, 16, 32, 64, 128)
+                 or r is paper[-1]]
+        lines = [f"{names['paper']['name']}, pe_dim={cfg['length_pe_dim']}: alignment and "
+                 f"scale <W, I>/d_p against training sequences seen, mean ± sd over "
+                 f"{cfg['n_seeds']} seeds (every point in alignment.csv).", ""]
+        lines += markdown_table(
+            ["step", "sequences seen", "alignment", "scale <W, I>/d_p"],
+            [[str(r["step"]), f"{r['sequences_seen_mean']:.0f}", fmt_spread(r, "alignment"),
+              fmt_spread(r, "w_scale", ".2f")] for r in shown])
+        return lines
+
+    def figures(self):
+        return {"alignment.png": plot_alignment}
+
+
+def _n_train(results):
+    return results["config"]["n_samples"]
+
+
+def plot_alignment(results):
+    """Alignment of W with I, and its scale, against training sequences seen (log x).
+    """
+    plt = pyplot()
+    cfg, section = results["config"], results["alignment"]
+    fig, (ax, ax_scale) = plt.subplots(1, 2, figsize=(10, 3.8))
+    first = min((r["sequences_seen_mean"] for r in section["summary"]
+                 if r["sequences_seen_mean"] > 0), default=1)
+    for model in MODELS:
+        rows = sorted((r for r in section["summary"] if r["model"] == model),
+                      key=lambda r: r["step"])
+        x = [r["sequences_seen_mean"] for r in rows]
+        band(ax, x, rows, "alignment", model=model, label=results["models"][model]["name"])
+        band(ax_scale, x, rows, "w_scale", model=model, label=None)
+    for a in (ax, ax_scale):
+        # linear between 0 and the first batch, so that step 0 (W = 0) shows
+        a.set_xscale("symlog", linthresh=first)
+        a.axvline(cfg["n_samples"], color="gray", alpha=0.4)
+        a.set_xlabel("training sequences seen (line: one epoch)")
+    ax.axhline(1, color="black", linestyle="--", alpha=0.4)
+    ax.set(ylim=(min(0, ax.get_ylim()[0]), 1.05),
+           ylabel="<W, I> / (|W|_F sqrt(d_p))", title="Alignment of W with I")
+    ax_scale.set(ylabel="<W, I> / d_p", title="Scale c of W ~ c I")
+    ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"pe_dim={cfg['length_pe_dim']}; {task_title(cfg)}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+EXPERIMENT = Alignment()

@@ -1,0 +1,202 @@
+"""The configuration of a run: task sizes, seeds, grids and how each model trains.
+
+One frozen dataclass holds every number a run depends on; ``QUICK``,
+``PAPER`` and ``SMOKE`` are the presets, and the derived grids (FCN widths,
+the dense length grid, the T of the scaling law) follow the task sizes, so
+changing ``seq_len`` or ``token_dim`` keeps every grid around the theory's
+thresholds.
+"""
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Training:
+    """How one kind of model is trained: Adam at ``lr`` for ``max_epochs``.
+
+    Parameters
+    ----------
+    lr : float
+        Adam's learning rate.
+    max_epochs : int
+        Passes over the training set.
+    batch_size : int, default=256
+        Sequences per step.
+
+    Examples
+    --------
+    >>> Training(lr=0.005, max_epochs=30).batch_size
+    256
+    """
+
+    lr: float
+    max_epochs: int
+    batch_size: int = 256
+
+    def steps(self, n_train):
+        """Optimizer steps of a fit on ``n_train`` sequences."""
+        return math.ceil(n_train / self.batch_size) * self.max_epochs
+
+
+@dataclass(frozen=True)
+class ReproductionConfig:
+    """Every number of one reproduction run; ``QUICK`` and ``PAPER`` are the presets.
+
+    Parameters
+    ----------
+    seq_len, token_dim, n_selected : int
+        The task: T tokens of dimension d, q of them averaged.
+    n_samples : int
+        Training sequences at T = ``seq_len``; at other T (the scaling law)
+        in proportion to T, as the FCN's input grows.
+    n_test : int
+        Validation sequences (to choose widths) and, apart, held-out
+        sequences (to report them), at each T.
+    n_length_test : int
+        Held-out sequences at each length of the dense length grid.
+    n_seeds : int
+        Seeds ``seed, seed + 1, ...``; each draws its own data and models.
+    seed : int
+        The first seed.
+    pe_dims : tuple of int
+        ``pe_dim`` grid of the paper's model (one positional draw): width
+        d + pe_dim against the FCN, held-out R^2 at 4T against pe_dim.
+    ensemble_pe_dims : tuple of int
+        ``pe_dim`` grid of the package's extension, ``n_pe_draws`` draws.
+    n_pe_draws : int
+        Positional draws the extension averages its attention over.
+    length_pe_dim : int
+        ``pe_dim`` of the length-generalisation and alignment fits.
+    paper_training, ensemble_training, fcn_training : Training
+        How the paper's model (and the fixed-PE baseline), the extension and
+        the FCN are trained.
+    fcn_span : (float, float)
+        The FCN's ``hidden_width`` grid: the powers of two between these
+        multiples of T d, and at T = ``seq_len`` also the transformer widths
+        below T d (equal widths).
+    length_factors : tuple of int
+        Named test lengths, multiples of ``seq_len``; the largest ends the
+        dense length grid.
+    n_lengths : int
+        Points of the dense length grid, from q to the largest length.
+    scaling_factors : tuple of float
+        The T of the scaling law, as multiples of ``seq_len``.
+    scaling_pe_dims : tuple of int
+        ``pe_dim`` grid of the scaling law (the paper's model).
+    target_r2 : float
+        Validation R^2 a width must reach in the scaling law.
+    trace_steps_per_doubling : int
+        Density of the alignment record (points per doubling of the steps).
+    device : str
+        Passed to the estimators ("auto", "cpu", "cuda").
+    n_jobs : int or None
+        Parallel fits in the searches (joblib; -1: all cores).
+
+    Examples
+    --------
+    >>> config = ReproductionConfig(seq_len=10, token_dim=8, n_selected=3)
+    >>> config.seeds(), config.n_train(20)
+    ([0, 1, 2], 40000)
+    """
+
+    seq_len: int = 10
+    token_dim: int = 8
+    n_selected: int = 3
+    n_samples: int = 20_000
+    n_test: int = 4000
+    n_length_test: int = 1000
+    n_seeds: int = 3
+    seed: int = 0
+    pe_dims: tuple = (4, 8, 16, 32, 64, 128, 256)
+    ensemble_pe_dims: tuple = (16, 64, 256)
+    n_pe_draws: int = 8
+    length_pe_dim: int = 256
+    paper_training: Training = field(default=Training(lr=0.005, max_epochs=15, batch_size=128))
+    ensemble_training: Training = field(default=Training(lr=0.02, max_epochs=15))
+    fcn_training: Training = field(default=Training(lr=0.003, max_epochs=30))
+    fcn_span: tuple = (0.5, 4.0)
+    length_factors: tuple = (1, 2, 4, 8)
+    n_lengths: int = 40
+    scaling_factors: tuple = (0.5, 1.0, 2.0)
+    scaling_pe_dims: tuple = (4, 8, 16, 32, 64, 128)
+    target_r2: float = 0.8
+    trace_steps_per_doubling: int = 2
+    device: str = "auto"
+    n_jobs: int = -1
+
+    def seeds(self):
+        """The seeds of the run."""
+        return [self.seed + k for k in range(self.n_seeds)]
+
+    def n_train(self, seq_len):
+        """Training sequences at ``seq_len``: n_samples at T, in proportion elsewhere."""
+        return max(1, round(self.n_samples * seq_len / self.seq_len))
+
+    def scaling_seq_lens(self):
+        """The T of the scaling law (each above n_selected)."""
+        return sorted({max(self.n_selected + 1, round(f * self.seq_len))
+                       for f in self.scaling_factors})
+
+    def transformer_widths(self):
+        """Widths d + pe_dim of every transformer fitted at T = seq_len."""
+        return sorted({self.token_dim + p
+                       for p in (*self.pe_dims, *self.ensemble_pe_dims)})
+
+    def fcn_widths(self, seq_len=None):
+        """FCN widths: powers of two within ``fcn_span`` times T d, and at
+        T = seq_len the transformer widths below T d."""
+        seq_len = seq_len or self.seq_len
+        threshold = seq_len * self.token_dim
+        low, high = threshold * self.fcn_span[0], threshold * self.fcn_span[1]
+        widths = {2 ** k for k in range(1, 20) if low <= 2 ** k <= high}
+        if seq_len == self.seq_len:
+            widths |= {w for w in self.transformer_widths() if w < threshold}
+        return sorted(widths)
+
+    def max_length(self):
+        return self.seq_len * max(self.length_factors)
+
+    def length_grid(self):
+        """Test lengths: ``n_lengths`` points from q to the largest named length,
+        and every named length. Shorter sequences cannot hold q selected tokens."""
+        low, high = self.n_selected, self.max_length()
+        grid = np.unique(np.round(np.linspace(low, high, min(self.n_lengths, high - low + 1))))
+        named = [f * self.seq_len for f in self.length_factors]
+        return sorted({int(L) for L in grid} | set(named))
+
+
+#: a few minutes on 2 CPU cores, every claim judged over 3 seeds
+QUICK = ReproductionConfig()
+#: T = 20, more samples and a wider pe_dim grid, the scaling law over T = 10, 20,
+#: 40: about half an hour on 2 CPU cores (27 min measured on a shared machine)
+PAPER = ReproductionConfig(
+    seq_len=20, n_samples=50_000, n_test=10_000,
+    pe_dims=(4, 8, 16, 32, 64, 128, 256, 512), ensemble_pe_dims=(16, 64, 256),
+    scaling_pe_dims=(8, 16, 32, 64, 128, 256),
+)
+SCALES = {"quick": QUICK, "paper": PAPER}
+#: seconds on a CPU, for the examples and the tests of the pipeline: exercises
+#: every step of a run, too small to support any claim
+SMOKE = ReproductionConfig(
+    seq_len=4, token_dim=2, n_selected=2, n_samples=64, n_test=32, n_length_test=16,
+    n_seeds=2, pe_dims=(2, 4), ensemble_pe_dims=(2,), n_pe_draws=2, length_pe_dim=4,
+    paper_training=Training(lr=0.01, max_epochs=2, batch_size=16),
+    ensemble_training=Training(lr=0.01, max_epochs=2, batch_size=16),
+    fcn_training=Training(lr=0.01, max_epochs=2, batch_size=16),
+    fcn_span=(1.0, 2.0), length_factors=(1, 4), n_lengths=4,
+    scaling_factors=(0.75, 1.0, 1.5), scaling_pe_dims=(2, 4), n_jobs=1, device="cpu",
+)
+
+
+def with_sizes(config, **sizes):
+    """``config`` with the given fields replaced (None values are ignored).
+
+    Examples
+    --------
+    >>> with_sizes(QUICK, seq_len=20, seed=None).seq_len, QUICK.seq_len
+    (20, 10)
+    """
+    return replace(config, **{k: v for k, v in sizes.items() if v is not None})

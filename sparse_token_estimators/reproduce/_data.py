@@ -1,0 +1,30 @@
+"""The seeded data of a run: every set is a function of (seed, length, role).
+
+Each experiment that needs the training set of a given seed and length gets
+the same one, and the held-out sets are drawn again where they are used (in
+the search's workers) rather than shipped there: drawing them is cheaper than
+pickling them.
+"""
+
+import numpy as np
+
+from ..datasets import make_sparse_selection
+
+#: what a set is for; its own stream of random numbers
+ROLES = {"train": 0, "validation": 1, "test": 2, "length": 3}
+
+
+def task(config, seq_len, n_samples, role, seed):
+    """``(X, y)`` of the ``role`` set at ``seq_len`` for ``seed``.
+
+    Examples
+    --------
+    >>> from sparse_token_estimators.reproduce import SMOKE
+    >>> X, y = task(SMOKE, 4, 10, "test", seed=0)
+    >>> X.shape, bool((task(SMOKE, 4, 10, "test", seed=0)[0] == X).all())
+    ((10, 4, 3), True)
+    """
+    return make_sparse_selection(
+        n_samples, seq_len, config.token_dim, config.n_selected,
+        random_state=np.random.default_rng([seed, seq_len, ROLES[role]]),
+    )

@@ -1,0 +1,148 @@
+"""What every experiment is, and the tools experiments share.
+
+An experiment is a subclass of :class:`Experiment` in a module of its own:
+it names the fits it needs (the run fits each distinct one once per seed and
+shares it between experiments), turns their records into its section of the
+results (plain rows: per seed, and mean and spread over seeds), judges its
+claims, and says which tables, Markdown and figures show it.
+"""
+
+import math
+from statistics import mean, stdev
+
+import numpy as np
+
+
+class Experiment:
+    """Base class of the reproduction's experiments; override what applies.
+
+    Attributes
+    ----------
+    name : str
+        Key of its section in the results dict and stem of its files.
+    title : str
+        Heading in summary.md.
+    thresholds : dict
+        The numbers its verdicts compare with (part of ``THRESHOLDS``).
+    """
+
+    name = ""
+    title = ""
+    thresholds = {}
+
+    def fits(self, config):
+        """The :class:`~._fits.Fit` s it needs (each is fitted once per seed)."""
+        return []
+
+    def collect(self, config, records):
+        """Its section of the results, from ``records[(fit, seed)]``."""
+        raise NotImplementedError
+
+    def claims(self, results, thresholds):
+        """Its verdicts: a list of :func:`claim` dicts (judged on the mean over seeds)."""
+        return []
+
+    def tables(self, results):
+        """``{csv file name: rows}`` to write."""
+        return {}
+
+    def summary(self, results):
+        """Markdown lines for summary.md."""
+        return []
+
+    def figures(self):
+        """``{png file name: draw(results) -> matplotlib Figure}``."""
+        return {}
+
+
+def claim(name, *, model, statement, supported, seeds_supporting, n_seeds, evidence,
+          checks=()):
+    """A verdict: judged on the mean over seeds, and seed by seed.
+
+    ``checks`` lists what mathematics guarantees (reported as sanity checks,
+    not part of the verdict), each ``(text, passed)``.
+    """
+    return {"claim": name, "model": model, "statement": statement,
+            "supported": bool(supported), "seeds_supporting": int(seeds_supporting),
+            "n_seeds": int(n_seeds), "evidence": evidence,
+            "sanity_checks": [{"check": text, "passed": bool(ok)} for text, ok in checks]}
+
+
+def spread(values):
+    """Mean, sample standard deviation, min, max and count of the finite values.
+
+    Examples
+    --------
+    >>> spread([1.0, 2.0, 3.0, float("nan")])
+    {'mean': 2.0, 'sd': 1.0, 'min': 1.0, 'max': 3.0, 'n': 3}
+    """
+    finite = [float(v) for v in values if v is not None and math.isfinite(v)]
+    if not finite:
+        return {"mean": math.nan, "sd": math.nan, "min": math.nan, "max": math.nan, "n": 0}
+    return {"mean": mean(finite), "sd": stdev(finite) if len(finite) > 1 else 0.0,
+            "min": min(finite), "max": max(finite), "n": len(finite)}
+
+
+def summarise(rows, by, values):
+    """Mean and spread over seeds: one row per distinct ``by``, in first-seen order.
+
+    Each value ``v`` becomes ``v_mean``, ``v_sd``, ``v_min``, ``v_max``; ``n_seeds``
+    counts the rows.
+
+    Examples
+    --------
+    >>> rows = [{"model": "fcn", "r2": 0.5}, {"model": "fcn", "r2": 0.7}]
+    >>> summarise(rows, ["model"], ["r2"])[0]["r2_mean"]
+    0.6
+    """
+    groups = {}
+    for row in rows:
+        groups.setdefault(tuple(row[k] for k in by), []).append(row)
+    out = []
+    for key, group in groups.items():
+        row = dict(zip(by, key))
+        for v in values:
+            s = spread([r[v] for r in group])
+            row.update({f"{v}_mean": s["mean"], f"{v}_sd": s["sd"], f"{v}_min": s["min"],
+                        f"{v}_max": s["max"]})
+        row["n_seeds"] = len(group)
+        out.append(row)
+    return out
+
+
+def loglog_slope(x, y):
+    """Least-squares slope of log y against log x (the exponent of a power law).
+
+    Examples
+    --------
+    >>> round(loglog_slope([10, 20, 40], [80, 160, 320]), 6)
+    1.0
+    """
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
+def fmt(value, spec=".3f"):
+    """A number for a table; "-" for None or NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return format(value, spec)
+
+
+def fmt_spread(row, key, spec=".3f"):
+    """``mean ± sd`` of ``key`` in a summarised row."""
+    if row is None or math.isnan(row.get(f"{key}_mean", math.nan)):
+        return "-"
+    return f"{row[f'{key}_mean']:{spec}} ± {row[f'{key}_sd']:{spec}}"
+
+
+def markdown_table(header, rows, align=None):
+    """Lines of a Markdown table; ``align`` is one of "l"/"r" per column."""
+    align = align or ["r"] * len(header)
+    rule = "|" + "|".join("---" if a == "l" else "---:" for a in align) + "|"
+    return ["| " + " | ".join(header) + " |", rule] + [
+        "| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+
+
+def find(rows, **match):
+    """The first row whose items include ``match`` (None if none)."""
+    return next((r for r in rows if all(r.get(k) == v for k, v in match.items())), None)

@@ -1,0 +1,207 @@
+"""Claim 2, length generalisation: trained at T, scored at every length up to 8T.
+
+The paper's model (one stochastic positional draw) and the fixed-PE baseline,
+both at ``length_pe_dim``, with the package's ensemble beside them, are
+trained at T and scored on held-out sets at every length of a dense grid from
+q to 8T (shorter sequences cannot hold q selected tokens), as Ruoss et al.
+(ACL 2023) report length generalisation: per length, and summarised over the
+lengths beyond training. The verdict is judged on the paper's model at T and
+4T; the fixed table must fit at T and fail at 4T. (A fixed table is one set
+of positions: averaging over positional draws does not apply to it, so the
+fixed-PE model is fitted once, with the paper's training.)
+
+The same fits over ``pe_dim`` (the width-separation fits) give held-out R^2
+at 4T against pe_dim for both draw settings: the theory's point that length
+generalisation improves as d_p grows.
+"""
+
+import math
+
+from ._experiment import Experiment, claim, find, fmt_spread, markdown_table, spread, summarise
+from ._figures import band, powers_of_two_ticks, pyplot, task_title
+from ._fits import Fit, model_name
+
+MODELS = ("paper", "ensemble", "fixed")
+
+
+class LengthGeneralisation(Experiment):
+    name = "length_generalisation"
+    title = "Length generalisation (held-out R^2 per test length)"
+    thresholds = {"stochastic_r2_at_T": 0.9, "stochastic_r2_at_4T": 0.8,
+                  "fixed_r2_at_T": 0.9, "fixed_r2_at_4T": 0.3}
+
+    def fits(self, config):
+        T, p = config.seq_len, config.length_pe_dim
+        return ([Fit(model, p, T) for model in MODELS]
+                + [Fit("paper", q, T) for q in config.pe_dims]
+                + [Fit("ensemble", q, T) for q in config.ensemble_pe_dims])
+
+    def collect(self, config, records):
+        T, p = config.seq_len, config.length_pe_dim
+        rows = []
+        for model in MODELS:
+            for seed in config.seeds():
+                r = records[Fit(model, p, T), seed]
+                rows += [{"model": model, "model_name": r["model_name"], "pe_dim": p,
+                          "length": L, "factor": L / T, "seed": seed, "r2": r2}
+                         for L, r2 in r["r2_by_length"].items()]
+        beyond = []
+        for model in MODELS:
+            for seed in config.seeds():
+                values = [r["r2"] for r in rows if r["model"] == model and r["seed"] == seed
+                          and r["length"] > T]
+                beyond.append({"model": model, "model_name": model_name(model, config),
+                               "seed": seed,
+                               "r2_beyond_T": spread(values)["mean"]})
+        by_pe = []
+        for model, grid in (("paper", config.pe_dims), ("ensemble", config.ensemble_pe_dims)):
+            for q in grid:
+                for seed in config.seeds():
+                    r = records[Fit(model, q, T), seed]
+                    by_pe.append({"model": model, "model_name": r["model_name"], "pe_dim": q,
+                                  "seed": seed, **{f"r2_at_{f}T": r["r2_by_length"][f * T]
+                                                   for f in config.length_factors}})
+        factors = [f"r2_at_{f}T" for f in config.length_factors]
+        return {
+            "rows": rows,
+            "summary": summarise(rows, ["model", "model_name", "length"], ["r2"]),
+            "beyond_training": summarise(beyond, ["model", "model_name"], ["r2_beyond_T"]),
+            "beyond_training_per_seed": beyond,
+            "by_pe_dim": by_pe,
+            "by_pe_dim_summary": summarise(by_pe, ["model", "model_name", "pe_dim"], factors),
+        }
+
+    def claims(self, results, thresholds):
+        cfg, section = results["config"], results[self.name]
+        t, T = thresholds, cfg["seq_len"]
+
+        def r2(model, factor, seed=None):
+            if seed is None:
+                row = find(section["summary"], model=model, length=factor * T)
+                return row["r2_mean"] if row else math.nan
+            return find(section["rows"], model=model, length=factor * T, seed=seed)["r2"]
+
+        def holds(seed=None):
+            return (r2("paper", 1, seed) >= t["stochastic_r2_at_T"]
+                    and r2("paper", 4, seed) >= t["stochastic_r2_at_4T"]
+                    and r2("fixed", 1, seed) >= t["fixed_r2_at_T"]
+                    and r2("fixed", 4, seed) <= t["fixed_r2_at_4T"])
+
+        seeds = [cfg["seed"] + k for k in range(cfg["n_seeds"])]
+        per_seed = [holds(s) for s in seeds]
+
+        def curve(model):
+            return ", ".join(
+                f"{fmt_spread(find(section['summary'], model=model, length=f * T), 'r2')} "
+                f"at {f}T" for f in cfg["length_factors"])
+
+        def beyond(model):
+            return fmt_spread(find(section["beyond_training"], model=model), "r2_beyond_T")
+
+        names = results["models"]
+        evidence = (
+            f"{names['paper']['name']}: {curve('paper')}; mean over the lengths beyond "
+            f"T {beyond('paper')}. {names['fixed']['name']}: {curve('fixed')}. "
+            f"{names['ensemble']['name']} (not judged): {curve('ensemble')}; beyond T "
+            f"{beyond('ensemble')}"
+        )
+        return [claim(
+            "length generalisation", model=names["paper"]["name"],
+            statement=(
+                f"Trained at T with pe_dim={cfg['length_pe_dim']}, the paper's model "
+                f"(stochastic PE) keeps held-out R^2 >= {t['stochastic_r2_at_T']} at T "
+                f"and >= {t['stochastic_r2_at_4T']} at 4T; the fixed-PE transformer fits "
+                f"at T (R^2 >= {t['fixed_r2_at_T']}) but fails at 4T "
+                f"(R^2 <= {t['fixed_r2_at_4T']})."
+            ),
+            supported=holds(), seeds_supporting=sum(per_seed), n_seeds=len(seeds),
+            evidence=evidence,
+        )]
+
+    def tables(self, results):
+        section = results[self.name]
+        return {"length_generalisation.csv": section["rows"],
+                "length_generalisation_summary.csv": section["summary"],
+                "length_beyond_training.csv": section["beyond_training_per_seed"],
+                "length_vs_pe_dim.csv": section["by_pe_dim"]}
+
+    def summary(self, results):
+        cfg, section = results["config"], results[self.name]
+        T, names = cfg["seq_len"], results["models"]
+        factors = cfg["length_factors"]
+        rows = []
+        for model in MODELS:
+            rows.append([names[model]["name"], str(cfg["length_pe_dim"])] + [
+                fmt_spread(find(section["summary"], model=model, length=f * T), "r2")
+                for f in factors] + [
+                fmt_spread(find(section["beyond_training"], model=model), "r2_beyond_T")])
+        lines = [f"Held-out R^2, mean ± sd over {cfg['n_seeds']} seeds, at every length "
+                 f"from q={cfg['n_selected']} to {max(factors)}T "
+                 f"(length_generalisation.csv); here the named lengths and the mean "
+                 f"over the lengths beyond T.", ""]
+        lines += markdown_table(["model", "pe_dim"] + [f"{f}T" for f in factors]
+                                + ["beyond T"], rows, ["l"] + ["r"] * (len(factors) + 2))
+        lines += ["", "Held-out R^2 at 4T against pe_dim (length_vs_pe_dim.csv):", ""]
+        pe_rows = []
+        for model in ("paper", "ensemble"):
+            for r in (x for x in section["by_pe_dim_summary"] if x["model"] == model):
+                pe_rows.append([names[model]["name"], str(r["pe_dim"]),
+                                fmt_spread(r, "r2_at_1T"), fmt_spread(r, "r2_at_4T")])
+        lines += markdown_table(["model", "pe_dim", "R^2 at T", "R^2 at 4T"], pe_rows,
+                                ["l", "r", "r", "r"])
+        return lines
+
+    def figures(self):
+        return {"length_generalisation.png": plot_length_generalisation,
+                "length_vs_pe_dim.png": plot_length_vs_pe_dim}
+
+
+def plot_length_generalisation(results):
+    """Held-out R^2 at every test length, with seed bands, for the three models.
+    """
+    plt = pyplot()
+    cfg, section = results["config"], results["length_generalisation"]
+    T = cfg["seq_len"]
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    for model in MODELS:
+        rows = sorted((r for r in section["summary"] if r["model"] == model),
+                      key=lambda r: r["length"])
+        band(ax, [r["length"] for r in rows], rows, "r2", model=model,
+             label=results["models"][model]["name"])
+    ax.axvline(T, color="gray", alpha=0.5)
+    ax.text(T, 0.02, " training length T", color="gray", fontsize=8)
+    ax.axhline(0, color="black", linewidth=0.5)
+    lengths = [T * f for f in cfg["length_factors"]]
+    ax.set_xticks(lengths, [f"{L}\n({f}T)" for L, f in zip(lengths, cfg["length_factors"])])
+    low = min(r["r2_mean"] - r["r2_sd"] for r in section["summary"])
+    ax.set(ylim=(max(min(-0.05, low - 0.05), -1.0), 1.02), xlabel="test sequence length",
+           ylabel="held-out R^2",
+           title=f"Length generalisation, pe_dim={cfg['length_pe_dim']}\n({task_title(cfg)})")
+    ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+def plot_length_vs_pe_dim(results):
+    """Held-out R^2 at 4T (and at T) against pe_dim, for one draw and the ensemble."""
+    plt = pyplot()
+    cfg, section = results["config"], results["length_generalisation"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for model in ("paper", "ensemble"):
+        rows = sorted((r for r in section["by_pe_dim_summary"] if r["model"] == model),
+                      key=lambda r: r["pe_dim"])
+        x = [r["pe_dim"] for r in rows]
+        band(ax, x, rows, "r2_at_4T", model=model, errorbars=True,
+             label=f"{results['models'][model]['name']}: at 4T")
+        band(ax, x, rows, "r2_at_1T", model=model, errorbars=True, linestyle=":",
+             alpha=0.6, label="... at T")
+    ax.set_xscale("log")
+    powers_of_two_ticks(ax.xaxis, [r["pe_dim"] for r in section["by_pe_dim_summary"]])
+    ax.set(xlabel="pe_dim (d_p)", ylabel="held-out R^2",
+           title=f"Length generalisation against d_p\n({task_title(cfg)})")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+EXPERIMENT = LengthGeneralisation()

@@ -1,0 +1,27 @@
+"""The experiments of a run, in the order of the report.
+
+To add an experiment:
+
+1. Write ``_<name>.py`` with a subclass of :class:`~._experiment.Experiment`
+   and its instance ``EXPERIMENT``: ``name`` (its key in the results and the
+   stem of its files), ``title``, ``thresholds`` (the numbers its verdicts
+   compare with; they join ``THRESHOLDS``), ``fits(config)`` (the
+   :class:`~._fits.Fit` s it needs; fits other experiments ask for too are
+   made once and shared), ``collect(config, records)`` (its section of the
+   results: per-seed rows and ``summarise`` d rows), ``claims``,
+   ``tables``, ``summary`` and ``figures``. A model the run does not know
+   yet (an encoding, say) goes into ``_fits.MODELS`` from that module.
+2. Add ``EXPERIMENT`` to ``EXPERIMENTS`` below. Numbers it needs from the
+   configuration go into ``ReproductionConfig`` with a default.
+3. Test its verdict on constructed results (tests/test_verdicts.py): one
+   that passes, one that fails.
+"""
+
+from . import _alignment, _length_generalisation, _width_scaling, _width_separation
+
+EXPERIMENTS = (
+    _width_separation.EXPERIMENT,
+    _length_generalisation.EXPERIMENT,
+    _alignment.EXPERIMENT,
+    _width_scaling.EXPERIMENT,
+)

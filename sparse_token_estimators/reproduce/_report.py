@@ -1,0 +1,175 @@
+"""The report of a run: the verdicts, the results file, the tables and summary.md.
+
+Reads the results dict of :func:`~sparse_token_estimators.reproduce.run`;
+each experiment contributes its claims, CSV tables, Markdown and figures.
+The claims are those of Wang, Wei, Hsu & Lee, "Transformers Provably Learn
+Sparse Token Selection While Fully-Connected Nets Cannot" (ICML 2024,
+arXiv:2406.06893), on the q-sparse averaging task of Sanford, Hsu &
+Telgarsky (NeurIPS 2023, arXiv:2306.02896).
+"""
+
+import csv
+import json
+from pathlib import Path
+
+from ._experiment import markdown_table
+from ._figures import save_figures
+from ._registry import EXPERIMENTS
+
+#: every number a verdict compares with, by name (each experiment's own)
+THRESHOLDS = {k: v for experiment in EXPERIMENTS for k, v in experiment.thresholds.items()}
+
+
+def assess_claims(results, thresholds=THRESHOLDS):
+    """State each claim and whether the numbers in ``results`` support it.
+
+    Returns a list of dicts with ``claim``, ``model`` (the model judged),
+    ``statement``, ``supported`` (judged on the mean over seeds),
+    ``seeds_supporting`` (how many seeds support it on their own),
+    ``n_seeds``, ``evidence`` and ``sanity_checks`` (what mathematics
+    guarantees, reported apart). ``run`` judges with ``THRESHOLDS``; pass
+    others to judge the same numbers by other standards.
+
+    Examples
+    --------
+    >>> from sparse_token_estimators.reproduce import SMOKE, run
+    >>> results = run(SMOKE, progress=False)
+    >>> lenient = dict(THRESHOLDS, alignment_final=-1.0)
+    >>> [c["supported"] for c in assess_claims(results, lenient) if c["claim"] == "alignment"]
+    [True]
+    """
+    return [c for experiment in EXPERIMENTS for c in experiment.claims(results, thresholds)]
+
+
+def _write_csv(path, rows):
+    fields = list(dict.fromkeys(k for row in rows for k in row))
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows({k: ";".join(map(str, v)) if isinstance(v, list) else v
+                          for k, v in row.items()} for row in rows)
+
+
+def write_outputs(results, out_dir, *, plots=True):
+    """Write results.json, the CSV tables, the figures and summary.md; returns the paths.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from sparse_token_estimators.reproduce import SMOKE, run
+    >>> with tempfile.TemporaryDirectory() as out:
+    ...     names = sorted(p.name for p in write_outputs(run(SMOKE, progress=False), out,
+    ...                                                 plots=False))
+    >>> names[:4], len(names)
+    (['alignment.csv', 'fits.csv', 'length_beyond_training.csv', 'length_generalisation.csv'], 13)
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "results.json"]
+    written[0].write_text(json.dumps(results, indent=1, default=float))
+    tables = {"fits.csv": results["fits"]}
+    for experiment in EXPERIMENTS:
+        tables.update(experiment.tables(results))
+    for name, rows in tables.items():
+        _write_csv(out / name, rows)
+        written.append(out / name)
+    if plots:
+        written += save_figures(results, out)
+    summary = out / "summary.md"
+    summary.write_text(summary_markdown(results, figures=plots))
+    written.append(summary)
+    return written
+
+
+def timing_rows(results):
+    """CPU seconds of the fits, per experiment and per model and T.
+
+    Fits shared between experiments count in each that uses them.
+    """
+    fits = results["fits"]
+    rows = []
+    for experiment in EXPERIMENTS:
+        used = [f for f in fits if experiment.name in f["used_by"]]
+        rows.append({"experiment": experiment.name, "fits": len(used),
+                     "cpu_s": sum(f["fit_cpu_s"] for f in used),
+                     "shared_fits": sum(len(f["used_by"]) > 1 for f in used)})
+    by_model = {}
+    for f in fits:
+        key = (f["model_name"], f["seq_len"])
+        entry = by_model.setdefault(key, {"model_name": key[0], "seq_len": key[1],
+                                          "fits": 0, "cpu_s": 0.0, "wall_s": 0.0})
+        entry["fits"] += 1
+        entry["cpu_s"] += f["fit_cpu_s"]
+        entry["wall_s"] += f["fit_s"]
+    return rows, sorted(by_model.values(), key=lambda r: (r["seq_len"], r["model_name"]))
+
+
+def summary_markdown(results, *, figures=True):
+    """The Markdown summary: the run, each claim with its verdict and evidence, the tables.
+
+    ``write_outputs`` writes it as summary.md (see its example).
+    """
+    cfg, theory = results["config"], results["theory"]
+    seeds = ", ".join(str(cfg["seed"] + k) for k in range(cfg["n_seeds"]))
+    lines = [
+        "# Sparse token selection: reproduction summary",
+        "",
+        f"Task: T={cfg['seq_len']} tokens of dimension d={cfg['token_dim']}, "
+        f"q={cfg['n_selected']} selected; {cfg['n_samples']} training sequences at T "
+        f"(in proportion to T elsewhere), {cfg['n_test']} validation and {cfg['n_test']} "
+        f"held-out; **{cfg['n_seeds']} seeds** ({seeds}), each drawing its own data and "
+        f"models: every number is a mean ± sd over the seeds (per seed in the CSV files and "
+        f"results.json). Run time {results['elapsed_s']:.0f} s.",
+        "",
+        "Units: losses are squared errors summed over the d coordinates (predicting 0 "
+        f"scores d/q = {theory['zero_predictor_loss']:.3f}; skorch's `train_loss` is the "
+        "per-coordinate MSE, d times smaller, and appears here multiplied by d); R^2 is "
+        "scikit-learn's, averaged over the d outputs.",
+        "",
+        "Models (every row and legend names one):",
+        "",
+    ]
+    for model in results["models"].values():
+        t = model["training"]
+        lines.append(f"- {model['name']}: Adam, lr={t['lr']}, {t['max_epochs']} epochs, "
+                     f"batch {t['batch_size']}.")
+    lines += [
+        "",
+        "Wang, Wei, Hsu & Lee, *Transformers Provably Learn Sparse Token Selection "
+        "While Fully-Connected Nets Cannot* (ICML 2024, arXiv:2406.06893); task of "
+        "Sanford, Hsu & Telgarsky (NeurIPS 2023, arXiv:2306.02896).",
+        "",
+        "## Claims",
+        "",
+    ]
+    lines += markdown_table(
+        ["claim", "judged on", f"mean of {cfg['n_seeds']} seeds", "seeds on their own"],
+        [[c["claim"], c["model"], "supported" if c["supported"] else "**NOT supported**",
+          f"{c['seeds_supporting']} of {c['n_seeds']}"] for c in results["claims"]],
+        ["l", "l", "l", "r"]) + [""]
+    for c in results["claims"]:
+        verdict = "supported" if c["supported"] else "NOT supported"
+        lines += [f"- **{c['claim']}: {verdict} by this run** (judged on the mean over "
+                  f"{c['n_seeds']} seeds; {c['seeds_supporting']} of {c['n_seeds']} seeds "
+                  f"support it on their own; model: {c['model']}). {c['statement']}",
+                  f"  Evidence: {c['evidence']}."]
+        for check in c["sanity_checks"]:
+            lines.append(f"  Sanity check (guaranteed by the theory): {check['check']}: "
+                         f"{'holds' if check['passed'] else 'FAILS'}.")
+    for experiment in EXPERIMENTS:
+        lines += ["", f"## {experiment.title}", ""] + experiment.summary(results)
+    per_experiment, per_model = timing_rows(results)
+    lines += ["", "## Where the time went", "",
+              "CPU seconds of the fits (one thread each; a fit shared between experiments "
+              "counts in each).", ""]
+    lines += markdown_table(["experiment", "fits", "shared", "CPU s"],
+                            [[r["experiment"], r["fits"], r["shared_fits"], f"{r['cpu_s']:.0f}"]
+                             for r in per_experiment], ["l", "r", "r", "r"])
+    lines += [""] + markdown_table(
+        ["model", "T", "fits", "CPU s", "wall s"],
+        [[r["model_name"], r["seq_len"], r["fits"], f"{r['cpu_s']:.0f}", f"{r['wall_s']:.0f}"]
+         for r in per_model], ["l", "r", "r", "r", "r"])
+    if figures:
+        names = [name for experiment in EXPERIMENTS for name in experiment.figures()]
+        lines += ["", "## Figures", ""] + [f"![{name[:-4]}]({name})" for name in names]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,109 @@
+"""``run``: fit what every experiment needs, once, and assess the claims."""
+
+import platform
+import time
+from dataclasses import asdict
+
+import numpy as np
+import sklearn
+import skorch
+import torch
+
+from ..theory import (
+    fcn_lower_bound,
+    fcn_width_threshold,
+    transformer_pe_scale,
+    uniform_attention_loss,
+    zero_predictor_loss,
+)
+from ._config import QUICK
+from ._fits import describe_models, run_fits
+from ._progress import Progress, count_finished_tasks
+from ._registry import EXPERIMENTS
+from ._report import THRESHOLDS, assess_claims
+
+
+def _theory_references(config):
+    """The theory's numbers for the configured task (losses summed over d)."""
+    return {
+        "fcn_lower_bound": fcn_lower_bound(config.seq_len, config.n_selected),
+        "zero_predictor_loss": zero_predictor_loss(config.token_dim, config.n_selected),
+        "uniform_attention_loss": uniform_attention_loss(
+            config.seq_len, config.token_dim, config.n_selected),
+        "fcn_width_threshold": fcn_width_threshold(config.seq_len, config.token_dim),
+        "pe_scale": transformer_pe_scale(config.seq_len, config.n_selected),
+    }
+
+
+def planned_fits(config):
+    """``{fit: [names of the experiments that use it]}``: what ``run`` fits per seed."""
+    used_by = {}
+    for experiment in EXPERIMENTS:
+        for fit in experiment.fits(config):
+            names = used_by.setdefault(fit, [])
+            if experiment.name not in names:
+                names.append(experiment.name)
+    return used_by
+
+
+def run(config=QUICK, *, progress=True):
+    """Run every experiment over ``config.n_seeds`` seeds and assess the claims.
+
+    Each distinct fit the experiments ask for is made once per seed (inside
+    one ``GridSearchCV`` per training set), then each experiment reads its
+    numbers off the fits.
+
+    Parameters
+    ----------
+    config : ReproductionConfig, default=QUICK
+    progress : bool or Progress, default=True
+        Show a progress display on stderr, advanced as each fit finishes.
+
+    Returns
+    -------
+    results : dict
+        ``config``, ``theory``, ``models`` (name and training of each),
+        one section per experiment, ``fits`` (one row per fit and seed, with
+        its CPU time and the experiments that use it), ``thresholds``,
+        ``claims``, ``elapsed_s``, ``versions``.
+
+    Examples
+    --------
+    >>> from sparse_token_estimators.reproduce import SMOKE, run
+    >>> results = run(SMOKE, progress=False)
+    >>> [c["claim"] for c in results["claims"]][:3]
+    ['width separation', 'length generalisation', 'alignment']
+    >>> [c["claim"] for c in results["claims"]][3:]
+    ['FCN width scaling', 'transformer width scaling']
+    """
+    used_by = planned_fits(config)
+    if not isinstance(progress, Progress):
+        progress = Progress(len(used_by) * config.n_seeds, enabled=bool(progress))
+    progress.plan(sum(fit.cost(config) for fit in used_by) * config.n_seeds)
+    start = time.perf_counter()
+    try:
+        with count_finished_tasks(progress.advance):
+            records = run_fits(config, used_by, progress)
+    finally:
+        progress.close()
+    results = {
+        "config": asdict(config),
+        "theory": _theory_references(config),
+        "models": describe_models(config),
+    }
+    for experiment in EXPERIMENTS:
+        results[experiment.name] = experiment.collect(config, records)
+    results["fits"] = [
+        {**{k: v for k, v in record.items() if k not in ("r2_by_length", "trace")},
+         "used_by": used_by[fit]}
+        for (fit, seed), record in sorted(records.items())
+    ]
+    results["thresholds"] = dict(THRESHOLDS)
+    results["claims"] = assess_claims(results)
+    results["elapsed_s"] = time.perf_counter() - start
+    results["versions"] = {
+        "python": platform.python_version(), "torch": torch.__version__,
+        "sklearn": sklearn.__version__, "skorch": skorch.__version__,
+        "numpy": np.__version__,
+    }
+    return results
