@@ -21,7 +21,7 @@ DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 sys.path.insert(0, str(DOCS))  # api_reference, gallery_conf
 
-from api_reference import api_page  # noqa: E402
+from api_reference import api_page, data_doc  # noqa: E402
 
 import sparse_token_estimators  # noqa: E402
 
@@ -119,7 +119,7 @@ html_theme_options = {
 html_sidebars = {
     "auto_examples/*": [],
     **{page: [] for page in ("index", "getting_started", "data_layout", "user_guide",
-                             "reproduction", "citing", "changelog")},
+                             "reproduction", "performance", "citing", "changelog")},
 }
 html_static_path = []
 html_show_sourcelink = False
@@ -153,7 +153,17 @@ def _skip_sklearn_plumbing(app, what, name, obj, skip, options):
     return True if _SKLEARN_PLUMBING.match(name) else None
 
 
+def _describe_data(app, what, name, obj, options, lines):
+    """A data page shows the name's ``#:`` comment, not its value's class docstring
+    (``QUICK`` is a ``ReproductionConfig``, whose docstring lists parameters)."""
+    if what == "data":
+        module_name, _, attr = name.rpartition(".")
+        text = data_doc(module_name, attr)
+        lines[:] = [text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")]
+
+
 def setup(app):
     app.connect("autodoc-skip-member", _skip_sklearn_plumbing)
+    app.connect("autodoc-process-docstring", _describe_data)
     # after sphinx-gallery (priority 500) has run the examples
     app.connect("builder-inited", _examples_print_no_warning, priority=900)

@@ -264,7 +264,7 @@ class SinusoidalPositionalEncoding(_PositionalEncoding):
     chose it hoping it would extrapolate to longer sequences), so any length
     works and ``max_seq_len`` is unused. Unlike random vectors, neighbouring
     positions are far from orthogonal: <p_i, p_j> depends on i - j only and
-    is large for small |i - j|.
+    is large when i and j are close.
 
     Parameters
     ----------
