@@ -108,7 +108,7 @@ html_title = f"sparse_token_estimators {release}"
 html_theme_options = {
     "navbar_align": "left",
     "navbar_persistent": ["search-button"],
-    "header_links_before_dropdown": 5,
+    "header_links_before_dropdown": 6,
     "show_toc_level": 2,
     "secondary_sidebar_items": ["page-toc"],
     "footer_start": ["copyright"],
@@ -121,7 +121,8 @@ html_sidebars = {
     **{page: [] for page in ("index", "getting_started", "data_layout", "user_guide",
                              "reproduction", "performance", "citing", "changelog")},
 }
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]
 html_show_sourcelink = False
 
 # -- Checks --------------------------------------------------------------------------
