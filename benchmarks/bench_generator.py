@@ -27,12 +27,14 @@ def main():
     rows = []
     for seq_len, token_dim, n_selected in shapes:
         shape = (n_samples, seq_len, token_dim)
+        # The loop's values are bound as defaults: each closure times its own shape.
         cases = {
-            "make_sparse_selection": lambda: make_sparse_selection(
-                n_samples, seq_len, token_dim, n_selected, random_state=0),
-            "normals, float64": lambda: np.random.default_rng(0).standard_normal(shape),
-            "normals, float32": lambda: np.random.default_rng(0).standard_normal(
-                shape, dtype=np.float32),
+            "make_sparse_selection": lambda T=seq_len, d=token_dim, q=n_selected:
+                make_sparse_selection(n_samples, T, d, q, random_state=0),
+            "normals, float64": lambda shape=shape:
+                np.random.default_rng(0).standard_normal(shape),
+            "normals, float32": lambda shape=shape:
+                np.random.default_rng(0).standard_normal(shape, dtype=np.float32),
         }
         times = common.compare(cases, repeats=repeats)
         for case in times:

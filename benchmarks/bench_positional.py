@@ -72,7 +72,8 @@ def main():
     for pe_dim in (64, 128):
         shape = (4 * 256, 20, pe_dim)  # n_pe_draws * batch, T, d_p
         generator = torch.Generator(device=args.device).manual_seed(0)
-        cases = {kind: (lambda draw=draw: draw(*shape, generator=generator, device=args.device))
+        cases = {kind: (lambda draw=draw, shape=shape, generator=generator:
+                        draw(*shape, generator=generator, device=args.device))
                  for kind, draw in DRAWS.items()}
         times = common.compare(cases, repeats=repeats, device=args.device)
         for kind in times:
@@ -97,7 +98,7 @@ def main():
                     est = SparseTokenTransformer(pe_dim=pe_dim, n_pe_draws=4, max_epochs=15,
                                                  device=args.device, random_state=seed)
                     with drawing(kind):
-                        wall, cpu = common.timed(lambda: est.fit(X, y), args.device)
+                        wall, cpu = common.timed(lambda est=est: est.fit(X, y), args.device)
                     assert isinstance(est.module_.positions, ENCODINGS[kind])
                     scores = {T: est.score(*tests[T]) for T in tests}
                     quality.append({

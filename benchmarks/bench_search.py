@@ -59,7 +59,8 @@ def main():
         torch.set_num_threads(args.threads)
         for case in times:
             rows.append({
-                "model": model, "epochs": epochs[model], "case": case, "seconds": common.median(times, case),
+                "model": model, "epochs": epochs[model], "case": case,
+                "seconds": common.median(times, case),
                 "speed-up vs n_jobs=1": 1 / common.ratio(times, case, "n_jobs=1"),
                 "times": times[case],
             })

@@ -20,7 +20,6 @@ one torch thread, comparable only within one run.
 """
 
 import statistics
-import time
 
 import torch
 

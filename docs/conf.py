@@ -21,7 +21,7 @@ DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 sys.path.insert(0, str(DOCS))  # api_reference, gallery_conf
 
-from api_reference import api_page  # noqa: E402
+from api_reference import api_page, data_doc  # noqa: E402
 
 import sparse_token_estimators  # noqa: E402
 
@@ -108,7 +108,7 @@ html_title = f"sparse_token_estimators {release}"
 html_theme_options = {
     "navbar_align": "left",
     "navbar_persistent": ["search-button"],
-    "header_links_before_dropdown": 5,
+    "header_links_before_dropdown": 6,
     "show_toc_level": 2,
     "secondary_sidebar_items": ["page-toc"],
     "footer_start": ["copyright"],
@@ -119,9 +119,10 @@ html_theme_options = {
 html_sidebars = {
     "auto_examples/*": [],
     **{page: [] for page in ("index", "getting_started", "data_layout", "user_guide",
-                             "reproduction", "citing", "changelog")},
+                             "reproduction", "performance", "citing", "changelog")},
 }
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]
 html_show_sourcelink = False
 
 # -- Checks --------------------------------------------------------------------------
@@ -153,7 +154,17 @@ def _skip_sklearn_plumbing(app, what, name, obj, skip, options):
     return True if _SKLEARN_PLUMBING.match(name) else None
 
 
+def _describe_data(app, what, name, obj, options, lines):
+    """A data page shows the name's ``#:`` comment, not its value's class docstring
+    (``QUICK`` is a ``ReproductionConfig``, whose docstring lists parameters)."""
+    if what == "data":
+        module_name, _, attr = name.rpartition(".")
+        text = data_doc(module_name, attr)
+        lines[:] = [text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")]
+
+
 def setup(app):
     app.connect("autodoc-skip-member", _skip_sklearn_plumbing)
+    app.connect("autodoc-process-docstring", _describe_data)
     # after sphinx-gallery (priority 500) has run the examples
     app.connect("builder-inited", _examples_print_no_warning, priority=900)

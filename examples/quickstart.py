@@ -6,7 +6,9 @@ A one-layer transformer learns to average the q selected tokens out of T and
 keeps doing so on sequences longer than any it was trained on; a
 fully-connected net of the same width does not learn the task (Wang, Wei, Hsu
 & Lee, ICML 2024). Both are scikit-learn estimators: ``fit``, ``score`` and
-``predict`` work as for any regressor.
+``predict`` work as for any regressor. The transformer runs at its defaults,
+which average the attention over ``n_pe_draws=8`` positional draws (the
+package's extension; ``n_pe_draws=1`` is the paper's model).
 
 Run it as a script, with the number of training sequences as its argument::
 

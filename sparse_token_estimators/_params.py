@@ -21,7 +21,6 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-from skorch.callbacks import Callback
 from sklearn.utils._param_validation import (
     Interval,
     InvalidParameterError,
@@ -29,6 +28,7 @@ from sklearn.utils._param_validation import (
     StrOptions,
     validate_parameter_constraints,
 )
+from skorch.callbacks import Callback
 
 from .positional import ENCODINGS
 

@@ -17,12 +17,12 @@ from contextlib import contextmanager
 
 import numpy as np
 import torch
-from skorch import NeuralNetRegressor
-from skorch.dataset import ValidSplit, unpack_data
-from skorch.utils import is_dataset, to_numpy, to_tensor
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
+from skorch import NeuralNetRegressor
+from skorch.dataset import ValidSplit, unpack_data
+from skorch.utils import is_dataset, to_numpy, to_tensor
 from torch.utils.data import TensorDataset
 
 from . import _params

@@ -15,7 +15,7 @@ the random input (cheap, outside the compiled graph) and
 | "fixed" | one table of random unit vectors drawn at init | <= max_seq_len | Wang et al. 2024 |
 | "sinusoidal" | sin / cos of i at geometric frequencies, unit norm | any | Vaswani et al. 2017 |
 | "learned" | a trainable table | <= max_seq_len | Gehring et al. 2017 |
-| "randomized" | table rows at sorted random positions < max_seq_len | <= max_seq_len | Ruoss et al. 2023 |
+| "randomized" | rows at sorted random positions of the table | <= max_seq_len | Ruoss et al. 2023 |
 """
 
 import math
@@ -264,7 +264,7 @@ class SinusoidalPositionalEncoding(_PositionalEncoding):
     chose it hoping it would extrapolate to longer sequences), so any length
     works and ``max_seq_len`` is unused. Unlike random vectors, neighbouring
     positions are far from orthogonal: <p_i, p_j> depends on i - j only and
-    is large for small |i - j|.
+    is large when i and j are close.
 
     Parameters
     ----------

@@ -79,11 +79,12 @@ BAD = {
                            X_ALL),
     "X-strings": (lambda: (X_OK.astype(str), Y_OK),
                   rf"X must be a numeric array of shape {LAYOUT}.*numeric", X_ALL),
-    "X-object-with-string": (with_x(set_at("a", dtype=object)), rf"X must be a numeric array of shape {LAYOUT}",
-                             X_ALL),
-    "X-object-with-None": (with_x(set_at(None, dtype=object)), r"X contains NaN.*drop or repair", X_ALL),
-    "X-object-with-dict": (with_x(set_at({}, dtype=object)), rf"X must be a numeric array of shape {LAYOUT}",
-                           X_ALL),
+    "X-object-with-string": (with_x(set_at("a", dtype=object)),
+                             rf"X must be a numeric array of shape {LAYOUT}", X_ALL),
+    "X-object-with-None": (with_x(set_at(None, dtype=object)),
+                           r"X contains NaN.*drop or repair", X_ALL),
+    "X-object-with-dict": (with_x(set_at({}, dtype=object)),
+                           rf"X must be a numeric array of shape {LAYOUT}", X_ALL),
     "X-complex": (lambda: (X_OK + 0j, Y_OK), r"X must be a numeric array.*Complex", X_ALL),
     "X-sparse": (lambda: (scipy.sparse.csr_matrix(X_OK[:, :, 0]), Y_OK),
                  r"X must be a numeric array.*toarray", X_ALL),
@@ -523,5 +524,6 @@ def test_large_finite_values_are_accepted_even_if_their_sum_overflows():
     np.testing.assert_array_equal(check_tokens(X), X)
     np.testing.assert_array_equal(check_target(y, X), y)
     X[3, 1, 0] = np.nan
-    with pytest.raises(ValueError, match=r"X contains NaN or infinity in 1 sample\(s\) \(e.g. sample 3"):
+    with pytest.raises(ValueError,
+                       match=r"X contains NaN or infinity in 1 sample\(s\) \(e.g. sample 3"):
         check_tokens(X)

@@ -13,8 +13,12 @@ from skorch.dataset import Dataset as SkorchDataset
 from skorch.dataset import ValidSplit
 from torch.utils.data import DataLoader, Subset, TensorDataset
 
-from sparse_token_estimators import SparseTokenFCN, SparseTokenTransformer, make_sparse_selection
-from sparse_token_estimators import _batching
+from sparse_token_estimators import (
+    SparseTokenFCN,
+    SparseTokenTransformer,
+    _batching,
+    make_sparse_selection,
+)
 from sparse_token_estimators._batching import TensorBatches
 from sparse_token_estimators.modules import SparseTokenAttention
 from sparse_token_estimators.positional import random_unit_vectors

@@ -22,13 +22,13 @@ import joblib
 import numpy as np
 import pytest
 import torch
-from numpy.testing import assert_allclose, assert_array_equal
-from skorch import NeuralNetRegressor
+from numpy.testing import assert_allclose
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError, SkipTestWarning
 from sklearn.pipeline import make_pipeline
 from sklearn.utils import estimator_checks as sk
 from sklearn.utils.validation import check_is_fitted
+from skorch import NeuralNetRegressor
 
 from sparse_token_estimators import (
     FlattenTokens,

@@ -1,10 +1,10 @@
 """Every example runs, at tiny sizes (its first argument is the number of samples)."""
 
+import runpy
 from pathlib import Path
 
 import joblib
 import pytest
-import runpy
 
 # distributed_search.py starts a Dask cluster: tests/test_distributed.py runs it.
 EXAMPLES = sorted(p for p in (Path(__file__).parent.parent / "examples").glob("*.py")

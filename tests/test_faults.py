@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 from numpy.testing import assert_array_equal
-from skorch.callbacks import Callback
 from sklearn.exceptions import FitFailedWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV
+from skorch.callbacks import Callback
 
 from sparse_token_estimators import (
     SparseTokenFCN,
@@ -92,7 +92,8 @@ class PoisonLastStep(Callback):
 @pytest.mark.parametrize("name", list(MAKERS))
 def test_weights_broken_by_the_last_step_are_caught(name):
     est = MAKERS[name](callbacks=[("poison", PoisonLastStep())])
-    with pytest.raises(TrainingDivergedError, match="the weights became NaN or infinite in epoch 2"):
+    with pytest.raises(TrainingDivergedError,
+                       match="the weights became NaN or infinite in epoch 2"):
         est.fit(X, Y)
     with pytest.raises(NotFittedError):
         est.predict(X)

@@ -296,7 +296,8 @@ def _loss(module, X, y, noise):
     return ((module(X, noise=noise) - y) ** 2).sum(1).mean()
 
 
-@pytest.mark.parametrize("backend", ["eager", pytest.param("aot_eager", marks=pytest.mark.slow), pytest.param("inductor", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("backend", ["eager", pytest.param("aot_eager", marks=pytest.mark.slow),
+                                     pytest.param("inductor", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("encoding", NAMES)
 def test_compiled_training_step_is_one_graph(encoding, backend):
     # fullgraph=True raises on any graph break; the random draw is made

@@ -12,18 +12,18 @@ import numpy as np
 import pytest
 import torch
 from numpy.testing import assert_array_equal
-from skorch.callbacks import Callback
-from skorch.dataset import Dataset, ValidSplit
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
+from skorch.callbacks import Callback
+from skorch.dataset import Dataset, ValidSplit
 from torch.utils.data import DataLoader
 
 from sparse_token_estimators import (
     SparseTokenFCN,
     SparseTokenTransformer,
+    _params,
     make_sparse_selection,
 )
-from sparse_token_estimators import _params
 from sparse_token_estimators import estimators as estimators_module
 from sparse_token_estimators.modules import FullyConnectedNet, SparseTokenAttention
 

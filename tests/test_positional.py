@@ -16,7 +16,6 @@ from sparse_token_estimators.positional import (
     LearnedPositionalEncoding,
     RandomizedPositionalEncoding,
     SinusoidalPositionalEncoding,
-    StochasticPositionalEncoding,
     random_unit_vectors,
     random_words,
     sign_vectors,

@@ -20,9 +20,9 @@ from sparse_token_estimators import (
     SparseSelectionStream,
     SparseTokenFCN,
     SparseTokenTransformer,
+    datasets,
     make_sparse_selection,
 )
-from sparse_token_estimators import datasets
 from sparse_token_estimators import estimators as estimators_module
 from sparse_token_estimators._batching import TensorBatches
 
