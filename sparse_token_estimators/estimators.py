@@ -12,6 +12,7 @@ path that puts the data on the device once per fit and slices batches from it
 that never leaves a fitted-looking model whose module no longer matches.
 """
 
+import inspect
 import math
 from contextlib import contextmanager
 
@@ -90,6 +91,10 @@ def _generator_on(rng, device):
 
 
 _UNSET = "(unset)"
+
+#: what ``__getstate__`` writes: 2 since the fitted state holds the parameters
+#: the module was built with and the module its prediction seed (0.1.0: 1)
+_PICKLE_FORMAT = 2
 
 
 class _SparseTokenRegressor(NeuralNetRegressor):
@@ -633,12 +638,15 @@ class _SparseTokenRegressor(NeuralNetRegressor):
 
     def __getstate__(self):
         state = super().__getstate__()
+        state["_pickle_format_"] = _PICKLE_FORMAT
         rng = state.pop("torch_rng_", None)
         if rng is not None:
             state["_torch_rng_state_"] = (rng.device.type, rng.get_state())
         return state
 
     def __setstate__(self, state):
+        if state.pop("_pickle_format_", 1) < _PICKLE_FORMAT:
+            self._upgrade_state(state)
         requested = state["device"]
         state["device"] = resolve_device(requested) if requested == "auto" else requested
         rng_state = state.pop("_torch_rng_state_", None)
@@ -653,6 +661,22 @@ class _SparseTokenRegressor(NeuralNetRegressor):
             else:  # CPU and CUDA generators have different states
                 rng.manual_seed(int(saved.sum()))
             self.torch_rng_ = rng
+
+    def _upgrade_state(self, state):
+        """Read a pickle of 0.1.0, whose fitted state this version cannot use."""
+        if state.get("initialized_"):
+            raise ValueError(
+                f"This {type(self).__name__} was pickled fitted by "
+                "sparse_token_estimators 0.1.0, whose fitted state (the module, the "
+                "saved prediction seed, the parameters it was built with) this "
+                "version does not read. Refit it from its parameters, or load its "
+                "weights into an estimator built with the same parameters and "
+                "random_state (see the 0.1.0 entry of CHANGELOG.md)."
+            )
+        # Unfitted: only parameters, and those added since take their defaults.
+        for name, param in inspect.signature(type(self).__init__).parameters.items():
+            if param.default is not param.empty:
+                state.setdefault(name, param.default)
 
 
 class SparseTokenTransformer(_SparseTokenRegressor):

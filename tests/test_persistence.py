@@ -158,6 +158,33 @@ def test_readme_save_and_load_routes(tmp_path):
                        est.predict(X_TEST))
 
 
+def _as_pickled_by_0_1_0(state):
+    # 0.1.0 wrote no format number, and had no token_dim / seq_len parameters
+    for key in ("_pickle_format_", "token_dim", "seq_len"):
+        state.pop(key, None)
+    return state
+
+
+def test_a_fitted_pickle_of_0_1_0_is_refused_with_what_to_do():
+    X, y = make_sparse_selection(64, 6, 3, 2, random_state=0)
+    est = SparseTokenTransformer(pe_dim=8, max_epochs=1, random_state=0).fit(X, y)
+    state = _as_pickled_by_0_1_0(est.__getstate__())
+    with pytest.raises(ValueError, match=r"pickled fitted by sparse_token_estimators "
+                       r"0\.1\.0.*Refit it.*random_state"):
+        SparseTokenTransformer.__new__(SparseTokenTransformer).__setstate__(state)
+
+
+def test_an_unfitted_pickle_of_0_1_0_takes_the_new_parameters_defaults():
+    state = _as_pickled_by_0_1_0(SparseTokenFCN(hidden_width=8).__getstate__())
+    est = SparseTokenFCN.__new__(SparseTokenFCN)
+    est.__setstate__(state)
+    params = est.get_params()
+    assert params["token_dim"] is None and params["seq_len"] is None
+    assert params["hidden_width"] == 8
+    X, y = make_sparse_selection(64, 6, 3, 2, random_state=0)
+    assert est.set_params(max_epochs=1).fit(X, y).predict(X).shape == (64, 3)
+
+
 def test_safetensors_refuses_what_is_not_a_tensor(tmp_path):
     est = make("fcn").fit(X, Y)
     with pytest.raises(ValueError, match="Safetensors can only store tensors"):
