@@ -61,8 +61,8 @@ def write_outputs(results, out_dir, *, plots=True):
     >>> with tempfile.TemporaryDirectory() as out:
     ...     names = sorted(p.name for p in write_outputs(run(SMOKE, progress=False), out,
     ...                                                 plots=False))
-    >>> names[:4], len(names)
-    (['alignment.csv', 'fits.csv', 'length_beyond_training.csv', 'length_generalisation.csv'], 13)
+    >>> names[:3], len(names)
+    (['alignment.csv', 'encodings.csv', 'encodings_beyond_training.csv'], 23)
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -73,8 +73,10 @@ def run(config=QUICK, *, progress=True):
     >>> results = run(SMOKE, progress=False)
     >>> [c["claim"] for c in results["claims"]][:3]
     ['width separation', 'length generalisation', 'alignment']
-    >>> [c["claim"] for c in results["claims"]][3:]
+    >>> [c["claim"] for c in results["claims"]][3:5]
     ['FCN width scaling', 'transformer width scaling']
+    >>> [c["claim"] for c in results["claims"]][5:]
+    ['width separation on the population']
     """
     used_by = planned_fits(config)
     if not isinstance(progress, Progress):
