@@ -189,7 +189,8 @@ class Population(Experiment):
                              fmt_spread(pop, "test_loss"),
                              fmt(pop["bound_ratio_mean"], ".2f") + "x",
                              fmt_spread(g, "sample_loss"), fmt_spread(g, "estimation_gap")])
-        lines += markdown_table(["model", "width", "FCN bound", "population loss",
+        lines += markdown_table(["model", "width (FCN: m; transformers: d + pe_dim)",
+                                 "FCN bound", "population loss",
                                  "/ bound", "fixed-sample loss", "estimation gap"], rows,
                                 ["l", "r", "r", "r", "r", "r", "r"])
         return lines + ["", self.sentence(results)]

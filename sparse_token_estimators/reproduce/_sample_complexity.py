@@ -179,7 +179,8 @@ class SampleComplexity(Experiment):
                          f"{r['r2_smallest_mean']:.3f}",
                          f"{r['r2_largest_mean']:.3f} ± {r['r2_largest_sd']:.3f}"])
         lines += markdown_table(
-            ["model", "T", "width (FCN: m, transformers: pe_dim)", "steps", f"n* (R^2 {target})",
+            ["model", "T", "width (FCN: m; transformers: d + pe_dim)", "steps",
+             f"n* (R^2 {target})",
              "n* per seed", "R^2 at the smallest n", "R^2 at the largest n"], rows,
             ["l", "r", "r", "r", "r", "l", "r", "r"])
         return lines + ["", self.sentence(results)]
