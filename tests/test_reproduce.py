@@ -22,6 +22,8 @@ from sparse_token_estimators.reproduce._encodings import entries
 from sparse_token_estimators.reproduce._experiment import find
 from sparse_token_estimators.reproduce._fits import Fit, training, width_parameter
 from sparse_token_estimators.reproduce._population import population_grid
+from sparse_token_estimators.reproduce._registry import EXPERIMENTS
+from sparse_token_estimators.reproduce._report import fit_seconds, timing_rows
 from sparse_token_estimators.reproduce._run import planned_fits
 
 
@@ -234,6 +236,22 @@ def test_summary_reports_the_new_experiments_as_measured(results):
     for encoding in ENCODINGS:
         assert f"- **{encoding}** (" in summary
     assert "estimation gap" in summary and "StepBudget" in summary
+
+
+def test_time_per_experiment_counts_shared_and_own_fits(results):
+    per_experiment, per_model = timing_rows(results)
+    rows = {r["experiment"]: r for r in per_experiment}
+    assert list(rows) == [e.name for e in EXPERIMENTS]
+    for name, row in rows.items():
+        used = [f for f in results["fits"] if name in f["used_by"]]
+        own = [f for f in used if f["used_by"] == [name]]
+        assert row["fits"] == len(used) and row["shared_fits"] == len(used) - len(own)
+        assert row["own_cpu_s"] == pytest.approx(sum(fit_seconds(f) for f in own))
+    # nothing else fits learning curves; their time is their workers' wall time
+    assert rows["sample_complexity"]["own_cpu_s"] == rows["sample_complexity"]["cpu_s"] > 0
+    assert sum(r["fits"] for r in per_model) == len(results["fits"])
+    assert {r["data"] for r in per_model} == {"sample", "population",
+                                              "sample (learning curve)"}
 
 
 @pytest.fixture

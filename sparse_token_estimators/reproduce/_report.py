@@ -92,7 +92,9 @@ def fit_seconds(fit):
 def timing_rows(results):
     """CPU seconds of the fits, per experiment and per model, T and kind of data.
 
-    Fits shared between experiments count in each that uses them.
+    Fits shared between experiments count in each that uses them;
+    ``own_cpu_s`` counts only those no other experiment uses (what the
+    experiment adds to a run).
     """
     fits = results["fits"]
     rows = []
@@ -100,7 +102,8 @@ def timing_rows(results):
         used = [f for f in fits if experiment.name in f["used_by"]]
         rows.append({"experiment": experiment.name, "fits": len(used),
                      "cpu_s": sum(fit_seconds(f) for f in used),
-                     "shared_fits": sum(len(f["used_by"]) > 1 for f in used)})
+                     "shared_fits": sum(len(f["used_by"]) > 1 for f in used),
+                     "own_cpu_s": sum(fit_seconds(f) for f in used if len(f["used_by"]) == 1)})
     by_model = {}
     for f in fits:
         kind = f.get("data", "sample") + (" (learning curve)" if f.get("max_steps") else "")
@@ -172,10 +175,12 @@ def summary_markdown(results, *, figures=True):
     per_experiment, per_model = timing_rows(results)
     lines += ["", "## Where the time went", "",
               "CPU seconds of the fits (one thread each; a fit shared between experiments "
-              "counts in each; the learning curves' fits: wall seconds in their worker).", ""]
-    lines += markdown_table(["experiment", "fits", "shared", "CPU s"],
-                            [[r["experiment"], r["fits"], r["shared_fits"], f"{r['cpu_s']:.0f}"]
-                             for r in per_experiment], ["l", "r", "r", "r"])
+              "counts in each; 'own': the fits no other experiment uses; the learning "
+              "curves' fits: wall seconds in their worker).", ""]
+    lines += markdown_table(["experiment", "fits", "shared", "CPU s", "own CPU s"],
+                            [[r["experiment"], r["fits"], r["shared_fits"], f"{r['cpu_s']:.0f}",
+                              f"{r['own_cpu_s']:.0f}"] for r in per_experiment],
+                            ["l", "r", "r", "r", "r"])
     lines += [""] + markdown_table(
         ["model", "T", "data", "fits", "CPU s", "wall s"],
         [[r["model_name"], r["seq_len"], r["data"], r["fits"], f"{r['cpu_s']:.0f}",
