@@ -2,11 +2,14 @@
 
 Runs ``reproduce.run`` at a scale (or reads the ``results.json`` of a run
 already made, ``--from``) and prints, from the CPU time each fit records
-(one torch thread per fit; on a shared machine the steadier figure):
+(one torch thread per fit; on a shared machine the steadier figure; a
+learning curve's fits, whose models scikit-learn does not keep, by their
+wall time in their worker):
 
 - per experiment: its fits and their CPU seconds (a fit shared between
   experiments counts in each that uses it);
-- per model and T: fits, CPU and wall seconds, and the measured CPU time
+- per model, T and kind of fit (a fixed sample, the population, a
+  learning curve's fit): fits, CPU and wall seconds, and the measured CPU time
   over the cost model's estimate (the estimate the progress display's time
   left is weighted by; a ratio, comparable across machines in its spread);
 - the run: wall time, total fit CPU time, and their ratio per worker
@@ -23,18 +26,24 @@ import json
 import time
 from pathlib import Path
 
-import common
 import torch
 from joblib import effective_n_jobs
 
+import common
 from sparse_token_estimators import reproduce
 from sparse_token_estimators.reproduce._fits import Fit
-from sparse_token_estimators.reproduce._report import timing_rows
+from sparse_token_estimators.reproduce._report import fit_seconds, timing_rows
 
 
 def estimated(row, config):
-    return Fit(row["model"], row.get("hidden_width") or row.get("pe_dim"),
-               row["seq_len"]).cost(config)
+    return Fit(row["model"], row.get("hidden_width") or row.get("pe_dim"), row["seq_len"],
+               row.get("data", "sample"), row.get("n_train", 0),
+               row.get("max_steps", 0)).cost(config)
+
+
+def _kind(fit):
+    """The ``data`` column of ``timing_rows``' rows for a fit."""
+    return fit.get("data", "sample") + (" (learning curve)" if fit.get("max_steps") else "")
 
 
 def main():
@@ -62,10 +71,10 @@ def main():
         results["elapsed_s"] = time.perf_counter() - start
     per_experiment, per_model = timing_rows(results)
     for row in per_model:
-        fits = [f for f in results["fits"]
-                if f["model_name"] == row["model_name"] and f["seq_len"] == row["seq_len"]]
+        fits = [f for f in results["fits"] if (f["model_name"], f["seq_len"]) == (
+            row["model_name"], row["seq_len"]) and _kind(f) == row["data"]]
         row["cpu / estimate"] = row["cpu_s"] / sum(estimated(f, config) for f in fits)
-    cpu = sum(f["fit_cpu_s"] for f in results["fits"])
+    cpu = sum(fit_seconds(f) for f in results["fits"])
     workers = effective_n_jobs(config.n_jobs)
     run_row = {"scale": args.scale if args.source is None else str(args.source),
                "seeds": config.n_seeds, "fits": len(results["fits"]),

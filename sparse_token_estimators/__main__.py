@@ -25,15 +25,18 @@ def build_parser():
             "Fully-Connected Nets Cannot' (Wang, Wei, Hsu & Lee, ICML 2024): width "
             "separation, length generalisation, alignment and width scaling, judged "
             "on the paper's one-draw model over several seeds, with the package's "
-            "ensemble of positional draws beside it."
+            "ensemble of positional draws beside it; and, beyond the paper, training "
+            "on the population against a fixed sample, sample complexity, and five "
+            "positional encodings compared."
         ),
     )
     scale = parser.add_mutually_exclusive_group()
     scale.add_argument("--quick", action="store_const", dest="scale", const="quick",
-                       help="small sizes: a few minutes on 2 CPU cores (the default)")
+                       help="small sizes: about 6 minutes on 2 CPU cores (the default)")
     scale.add_argument("--scale", choices=sorted(reproduce.SCALES),
                        help="'paper': T=20, more samples, pe_dim up to 512, the scaling "
-                            "law over T=10..40; about half an hour on 2 CPU cores")
+                            "law over T=10..40, learning curves over T=5..20; within the "
+                            "hour on 2 CPU cores")
     parser.set_defaults(scale="quick")
     parser.add_argument("--out", default="results", help="output folder (default: results)")
     parser.add_argument("--device", default=None,

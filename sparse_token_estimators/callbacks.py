@@ -1,9 +1,10 @@
-"""skorch callbacks that record the paper's diagnostics into ``history_``."""
+"""skorch callbacks: the paper's diagnostics into ``history_``, and a budget of steps."""
 
 import math
 
 from skorch.callbacks import Callback
 
+from ._layout import check_int
 from .theory import identity_alignment
 
 
@@ -154,3 +155,75 @@ class AlignmentRecorder(Callback):
                 self.pending_.append(self._record(net, self.step_, self.seen_))
             net.history.record(self.trace_key, self.pending_)
             self.pending_ = []
+
+
+class StepBudget(Callback):
+    """Stop training after ``max_steps`` optimisation steps.
+
+    A fit on n sequences in batches of B takes ceil(n / B) steps per epoch,
+    so with ``max_epochs`` fixed a small training set also gets a short
+    optimisation. To compare training-set sizes at equal optimisation (a
+    learning curve, say), give every fit the same budget of steps and a
+    ``max_epochs`` high enough for the smallest set to use it up: training
+    stops after exactly ``max_steps`` steps (or at ``max_epochs``, whichever
+    comes first). The stop is skorch's clean one, a ``KeyboardInterrupt``
+    that ``fit`` catches (as ``EarlyStopping`` does): ``on_train_end``
+    runs and the fitted model is the one after the last step.
+
+    When the budget runs out at the end of an epoch, that epoch ends as
+    usual (its scores are recorded; callbacks listed after this one miss
+    its ``on_epoch_end``, as with ``EarlyStopping``). When it runs out
+    inside an epoch, training stops before the next batch: the last row of
+    ``history_`` then holds that epoch's batches but no epoch-level scores
+    (no ``train_loss``). Sets of ``B * 2**k`` sequences with a budget that
+    is a power of two end every fit on a whole epoch. The steps taken are
+    recorded in ``history_`` under ``key`` at the end of training; each
+    ``fit`` (or ``partial_fit``) has its own budget.
+
+    Parameters
+    ----------
+    max_steps : int
+        Optimisation steps (training batches) per fit, >= 1.
+    key : str or None, default="train_steps"
+        History column of the steps taken (in the last row); None records
+        nothing.
+
+    Examples
+    --------
+    >>> from sparse_token_estimators import SparseTokenFCN, make_sparse_selection
+    >>> X, y = make_sparse_selection(512, seq_len=6, token_dim=2, random_state=0)
+    >>> fits = {n: SparseTokenFCN(hidden_width=8, batch_size=64, max_epochs=100,
+    ...                           callbacks=[StepBudget(32)], random_state=0)
+    ...            .fit(X[:n], y[:n]) for n in (128, 512)}
+    >>> [(n, len(est.history_), est.history_[-1, "train_steps"]) for n, est in fits.items()]
+    [(128, 16, 32), (512, 4, 32)]
+    """
+
+    def __init__(self, max_steps, key="train_steps"):
+        self.max_steps = max_steps
+        self.key = key
+
+    def initialize(self):
+        check_int(self.max_steps, "max_steps")
+        return self
+
+    def on_train_begin(self, net, **kwargs):
+        self.steps_ = 0
+
+    def on_batch_begin(self, net, batch=None, training=False, **kwargs):
+        if training and self.steps_ >= self.max_steps:
+            # skorch opened a record for this batch, which will not run
+            net.history[-1]["batches"].pop()
+            raise KeyboardInterrupt
+
+    def on_batch_end(self, net, batch=None, training=False, **kwargs):
+        if training:
+            self.steps_ += 1
+
+    def on_epoch_end(self, net, **kwargs):
+        if self.steps_ >= self.max_steps:
+            raise KeyboardInterrupt
+
+    def on_train_end(self, net, **kwargs):
+        if self.key is not None:
+            net.history.record(self.key, self.steps_)

@@ -4,7 +4,7 @@ import pytest
 from sklearn.base import clone
 
 from sparse_token_estimators import SparseTokenFCN, SparseTokenTransformer, make_sparse_selection
-from sparse_token_estimators.callbacks import AlignmentRecorder, trace_steps
+from sparse_token_estimators.callbacks import AlignmentRecorder, StepBudget, trace_steps
 from sparse_token_estimators.theory import identity_alignment
 
 
@@ -89,3 +89,65 @@ def test_no_trace_when_disabled(task):
     est.fit(*task)
     assert "alignment_trace" not in est.history_[-1]
     assert len(est.history_[:, "alignment"]) == 1
+
+
+# -- StepBudget -----------------------------------------------------------------------
+
+
+def steps_taken(est):
+    """Training batches in history_, counted batch by batch."""
+    return sum(len(epoch["batches"]) for epoch in est.history_)
+
+
+def budgeted(max_steps, **kwargs):
+    kwargs = {"max_epochs": 1000, **kwargs}
+    return SparseTokenFCN(hidden_width=8, batch_size=100, random_state=0,
+                          callbacks=[StepBudget(max_steps)], **kwargs)
+
+
+@pytest.mark.parametrize("n", [50, 300, 1500])
+def test_budget_gives_every_training_set_the_same_steps(task, n):
+    X, y = task
+    est = budgeted(25).fit(X[:n], y[:n])
+    assert steps_taken(est) == est.history_[-1, "train_steps"] == 25
+    # the same steps: one of 50 sequences 25 epochs, 1500 sequences 2 epochs
+    assert len(est.history_) == -(-25 // -(-n // 100))
+
+
+def test_budget_inside_an_epoch_leaves_no_empty_batch(task):
+    X, y = task  # 1500 sequences: 15 steps an epoch, the budget of 20 ends inside epoch 2
+    est = budgeted(20).fit(X, y)
+    assert len(est.history_) == 2 and len(est.history_[-1]["batches"]) == 5
+    assert all("train_loss" in b for b in est.history_[-1]["batches"])
+    assert "train_loss" not in est.history_[-1]  # the interrupted epoch has no epoch score
+    assert est.predict(X[:3]).shape == (3, 4)  # fitted: the model after step 20
+
+
+def test_budget_at_an_epoch_end_ends_that_epoch(task):
+    X, y = task
+    est = budgeted(30).fit(X, y)  # two whole epochs of 15 steps
+    assert len(est.history_) == 2 and est.history_[-1, "train_batch_count"] == 15
+    assert "train_loss" in est.history_[-1]
+
+
+def test_budget_beyond_max_epochs_stops_at_max_epochs(task):
+    X, y = task
+    est = budgeted(1000, max_epochs=2).fit(X, y)
+    assert steps_taken(est) == est.history_[-1, "train_steps"] == 30
+
+
+def test_budget_counts_per_fit_and_clones(task):
+    X, y = task
+    est = budgeted(7, warm_start=True)
+    est.fit(X, y)
+    est.fit(X, y)  # continued training: another budget of 7
+    assert steps_taken(est) == 14
+    refit = clone(est).set_params(warm_start=False).fit(X, y)
+    assert steps_taken(refit) == 7
+    assert pickle.loads(pickle.dumps(refit)).history_[-1, "train_steps"] == 7
+
+
+@pytest.mark.parametrize("max_steps, error", [(0, ValueError), (2.5, TypeError)])
+def test_budget_refuses_a_bad_number_of_steps(task, max_steps, error):
+    with pytest.raises(error, match="max_steps must be an integer >= 1"):
+        budgeted(max_steps).fit(*task)

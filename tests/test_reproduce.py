@@ -8,14 +8,22 @@ each verdict is tested on constructed results in test_verdicts.py.
 
 import csv
 import json
+import math
 import sys
 from dataclasses import replace
 
 import pytest
 
 from sparse_token_estimators import __main__ as cli
-from sparse_token_estimators import reproduce
+from sparse_token_estimators import make_sparse_selection, reproduce
+from sparse_token_estimators.positional import ENCODINGS
 from sparse_token_estimators.reproduce import SMOKE
+from sparse_token_estimators.reproduce._encodings import entries
+from sparse_token_estimators.reproduce._experiment import find
+from sparse_token_estimators.reproduce._fits import Fit, training, width_parameter
+from sparse_token_estimators.reproduce._population import population_grid
+from sparse_token_estimators.reproduce._registry import EXPERIMENTS
+from sparse_token_estimators.reproduce._report import fit_seconds, timing_rows
 from sparse_token_estimators.reproduce._run import planned_fits
 
 
@@ -37,7 +45,8 @@ def test_every_fit_is_made_once_per_seed(results):
 def test_claims_name_the_model_and_count_seeds(results):
     claims = {c["claim"]: c for c in results["claims"]}
     assert list(claims) == ["width separation", "length generalisation", "alignment",
-                            "FCN width scaling", "transformer width scaling"]
+                            "FCN width scaling", "transformer width scaling",
+                            "width separation on the population"]
     for c in claims.values():
         assert c["n_seeds"] == SMOKE.n_seeds and 0 <= c["seeds_supporting"] <= c["n_seeds"]
         if c["claim"] != "FCN width scaling":
@@ -108,8 +117,9 @@ def test_outputs_hold_every_plotted_number(results, tmp_path):
     written = reproduce.write_outputs(results, tmp_path)
     names = {p.name for p in written}
     assert {"results.json", "summary.md", "width_separation.png", "length_generalisation.png",
-            "length_vs_pe_dim.png", "alignment.png", "width_scaling.png",
-            "width_separation.csv", "fits.csv"} <= names
+            "length_vs_pe_dim.png", "alignment.png", "width_scaling.png", "population.png",
+            "sample_complexity.png", "encodings.png", "width_separation.csv", "fits.csv",
+            "estimation_gap.csv", "sample_complexity_minimal.csv", "encodings.csv"} <= names
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["width_separation"]["rows"] == results["width_separation"]["rows"]
     with open(tmp_path / "length_generalisation.csv") as fh:
@@ -127,6 +137,121 @@ def test_outputs_hold_every_plotted_number(results, tmp_path):
     for claim in results["claims"]:
         assert claim["claim"] in summary
     assert "![alignment](alignment.png)" in summary
+
+
+def test_population_and_fixed_sample_fits_side_by_side(results):
+    section = results["population"]
+    grid = population_grid(SMOKE)
+    for model, widths in grid.items():
+        for width in widths:
+            for data in ("population", "sample"):
+                rows = [r for r in section["rows"] if r["model"] == model and r["data"] == data
+                        and r[width_parameter(model)] == width]
+                assert len(rows) == SMOKE.n_seeds
+                assert all(r["n_train"] == SMOKE.n_train(SMOKE.seq_len) for r in rows)
+    # the fixed-sample side is the width-separation fit itself (shared)
+    fits = {(f["model"], f["width"], f["data"], f["seed"]): f for f in results["fits"]
+            if f["seq_len"] == SMOKE.seq_len and not f["max_steps"]}
+    for row in section["rows"]:
+        used = fits[row["model"], row["width"], row["data"], row["seed"]]["used_by"]
+        assert ("width_separation" in used) == (row["data"] == "sample")
+    # the estimation gap is the held-out loss on the sample minus on the population
+    for gap in section["gaps"]:
+        pop, sample = (find(section["rows"], model=gap["model"], width=gap["width"],
+                            seed=gap["seed"], data=data) for data in ("population", "sample"))
+        assert gap["estimation_gap"] == sample["test_loss"] - pop["test_loss"]
+        assert pop["test_loss"] != sample["test_loss"]  # different data, different fits
+
+
+def test_population_fit_trains_on_fresh_sequences(monkeypatch):
+    from sparse_token_estimators.reproduce import _fits
+
+    seen = []
+    original = _fits.SparseSelectionStream.batches
+
+    def batches(stream, *args, **kwargs):
+        for X, y in original(stream, *args, **kwargs):
+            seen.append(X[0, 0, 0].item())
+            yield X, y
+
+    monkeypatch.setattr(_fits.SparseSelectionStream, "batches", batches)
+    fit = Fit("fcn", 4, SMOKE.seq_len, "population")
+    scores, _, _ = _fits._fit_population(SMOKE, fit, 0, [], [])
+    epochs, steps = SMOKE.fcn_training.max_epochs, SMOKE.fcn_training.steps(SMOKE.n_samples)
+    assert len(seen) == steps and len(set(seen)) == steps  # every batch is new
+    assert math.isfinite(scores["test_loss"]) and epochs == 2
+
+
+def test_learning_curve_fits_take_the_same_steps_at_every_size(results):
+    section = results["sample_complexity"]
+    for T in SMOKE.sample_seq_lens():
+        for model in ("paper", "ensemble", "fcn"):
+            rows = [r for r in section["rows"] if r["model"] == model and r["seq_len"] == T]
+            sizes = SMOKE.sample_fcn_sizes if model == "fcn" else SMOKE.sample_sizes
+            assert sorted({r["n_train"] for r in rows}) == list(sizes)
+            assert {r["steps"] for r in rows} == {training(model, SMOKE).steps(
+                SMOKE.sample_budget)}
+            assert len(rows) == len(sizes) * SMOKE.n_seeds
+            assert all(math.isfinite(r["test_r2"]) and math.isfinite(r["train_r2"])
+                       for r in rows)
+    assert {(r["model"], r["seq_len"]) for r in section["minimal"]} == {
+        (m, T) for m in ("paper", "ensemble", "fcn") for T in SMOKE.sample_seq_lens()}
+
+
+def test_a_learning_curve_fit_stops_at_its_budget():
+    fit = Fit("paper", 4, SMOKE.seq_len, n_train=2, max_steps=5)
+    X, y = make_sparse_selection(2, SMOKE.seq_len, SMOKE.token_dim, SMOKE.n_selected,
+                                 random_state=0)
+    est = fit.estimator(SMOKE, seed=0).fit(X, y)
+    assert sum(len(epoch["batches"]) for epoch in est.history_) == 5  # not max_epochs of 2
+    big = Fit("fcn", 4, SMOKE.seq_len, n_train=64, max_steps=5).estimator(SMOKE, 0)
+    X, y = make_sparse_selection(64, SMOKE.seq_len, SMOKE.token_dim, SMOKE.n_selected,
+                                 random_state=0)
+    assert sum(len(e["batches"]) for e in big.fit(X, y).history_) == 5
+
+
+def test_encodings_cover_every_encoding_on_the_length_grid(results):
+    section = results["encodings"]
+    assert {r["encoding"] for r in section["rows"]} == set(ENCODINGS)
+    assert sorted({r["length"] for r in section["rows"]}) == SMOKE.length_grid()
+    assert {r["model"] for r in section["rows"]} == {m for _, m in entries(SMOKE)}
+    # the stochastic and fixed fits are the length-generalisation ones
+    for model in ("paper", "fixed", "ensemble"):
+        ours = sorted((r["seed"], r["length"], r["r2"]) for r in section["rows"]
+                      if r["model"] == model)
+        theirs = sorted((r["seed"], r["length"], r["r2"])
+                        for r in results["length_generalisation"]["rows"]
+                        if r["model"] == model)
+        assert ours == theirs
+    without = entries(replace(SMOKE, randomized_ensemble=False))
+    assert ("randomized", "randomized_ensemble") not in without and len(without) == 6
+
+
+def test_summary_reports_the_new_experiments_as_measured(results):
+    summary = reproduce.summary_markdown(results, figures=False)
+    for title in ("Approximation against estimation", "Sample complexity (measured, beyond "
+                  "the paper)", "Positional encodings compared (measured, not judged)"):
+        assert f"## {title}" in summary
+    assert summary.count("Measured (beyond the paper):") == 1
+    for encoding in ENCODINGS:
+        assert f"- **{encoding}** (" in summary
+    assert "estimation gap" in summary and "StepBudget" in summary
+
+
+def test_time_per_experiment_counts_shared_and_own_fits(results):
+    per_experiment, per_model = timing_rows(results)
+    rows = {r["experiment"]: r for r in per_experiment}
+    assert list(rows) == [e.name for e in EXPERIMENTS]
+    for name, row in rows.items():
+        used = [f for f in results["fits"] if name in f["used_by"]]
+        own = [f for f in used if f["used_by"] == [name]]
+        assert row["fits"] == len(used) and row["shared_fits"] == len(used) - len(own)
+        assert row["own_cpu_s"] == pytest.approx(sum(fit_seconds(f) for f in own))
+    # nothing else fits learning curves; their time is their workers' wall time
+    assert rows["sample_complexity"]["own_cpu_s"] == rows["sample_complexity"]["cpu_s"] > 0
+    assert sum(r["fits"] for r in per_model) == len(results["fits"])
+    assert {r["data"] for r in per_model} == {"sample", "population",
+                                              "sample (learning curve)"}
 
 
 @pytest.fixture

@@ -6,15 +6,18 @@ are then set by hand, on the mean over seeds and seed by seed.
 
 import copy
 import math
+from dataclasses import replace
 
 import pytest
 
 from sparse_token_estimators import reproduce
 from sparse_token_estimators.reproduce import SMOKE, THRESHOLDS, Training, assess_claims
 from sparse_token_estimators.reproduce._alignment import EXPERIMENT as ALIGNMENT
+from sparse_token_estimators.reproduce._encodings import sentences
 from sparse_token_estimators.reproduce._experiment import summarise
 from sparse_token_estimators.reproduce._fits import describe_models, run_fits
 from sparse_token_estimators.reproduce._progress import Progress
+from sparse_token_estimators.reproduce._sample_complexity import EXPERIMENT as SAMPLE
 from sparse_token_estimators.reproduce._width_separation import judged_widths
 
 T, D, Q = SMOKE.seq_len, SMOKE.token_dim, SMOKE.n_selected
@@ -76,6 +79,52 @@ def test_separation_reports_an_fcn_below_its_bound_as_a_failed_sanity_check(resu
     c = verdict(results, "width separation")
     assert c["supported"]  # the verdict is the transformer's side
     assert not c["sanity_checks"][0]["passed"]
+
+
+# -- width separation on the population ------------------------------------------------
+
+
+def set_population_loss(results, ratios):
+    """Population-trained paper's model loss = ratio x the FCN bound at each judged width."""
+    section = results["population"]
+    for row in section["rows"]:
+        if row["model"] == "paper" and row["data"] == "population" \
+                and row["width"] in judged_widths(results["config"]):
+            row["test_loss"] = ratios[row["seed"]] * row["fcn_bound"]
+    section["summary"] = summarise(section["rows"], ["model", "data", "width"],
+                                   ["test_loss", "test_r2"])
+
+
+def test_population_separation_passes_clearly_below_the_bound(results):
+    set_population_loss(results, {0: 0.5, 1: 0.7})
+    c = verdict(results, "width separation on the population")
+    assert c["supported"] and c["seeds_supporting"] == 2
+    assert "0.60x the FCN bound" in c["evidence"]
+
+
+def test_population_separation_fails_within_the_margin(results):
+    set_population_loss(results, {0: 0.85, 1: 0.97})  # mean 0.91: not 10% below
+    c = verdict(results, "width separation on the population")
+    assert not c["supported"] and c["seeds_supporting"] == 1
+    lenient = dict(THRESHOLDS, population_margin=0.0)
+    assert next(c for c in assess_claims(results, lenient)
+                if c["claim"] == "width separation on the population")["supported"]
+
+
+def test_population_separation_is_judged_on_the_population_fits(results):
+    set_population_loss(results, {0: 1.2, 1: 1.2})
+    set_paper_loss(results, {0: 0.5, 1: 0.5})  # the fixed-sample fits pass: not enough
+    assert verdict(results, "width separation")["supported"]
+    assert not verdict(results, "width separation on the population")["supported"]
+
+
+def test_population_separation_reports_an_fcn_below_its_bound(results):
+    set_population_loss(results, {0: 0.5, 1: 0.5})
+    for row in results["population"]["rows"]:
+        if row["model"] == "fcn" and row["data"] == "population":
+            row["test_loss"], row["test_loss_se"] = 0.5 * row["fcn_bound"], 0.001
+    c = verdict(results, "width separation on the population")
+    assert c["supported"] and not c["sanity_checks"][0]["passed"]
 
 
 # -- length generalisation -------------------------------------------------------------
@@ -234,3 +283,61 @@ def test_scaling_counts_seeds_on_their_own(results):
     c = verdict(results, "transformer width scaling")
     assert c["supported"] and c["seeds_supporting"] == 1
     assert verdict(results, "FCN width scaling")["seeds_supporting"] == 2
+
+
+# -- measured, not judged: the statements follow the numbers ------------------------------
+
+
+def test_new_experiments_add_no_other_verdict(smoke):
+    assert [c["claim"] for c in smoke["claims"]][5:] == ["width separation on the population"]
+
+
+def set_encoding_r2(results, model, at_T, beyond):
+    section = results["encodings"]
+    for row in section["rows"]:
+        if row["model"] == model:
+            row["r2"] = at_T if row["length"] <= T else beyond
+    section["summary"] = summarise(section["rows"], ["encoding", "model", "length"], ["r2"])
+    for row in section["beyond_training"]:
+        if row["model"] == model:
+            row["r2_beyond_T_mean"] = beyond
+
+
+def encoding_sentence(results, encoding):
+    return next(s for s in sentences(results) if s.startswith(f"**{encoding}**"))
+
+
+def test_encoding_sentences_follow_the_numbers(results):
+    set_encoding_r2(results, "paper", 0.95, 0.8)
+    set_encoding_r2(results, "sinusoidal", 0.47, 0.02)
+    set_encoding_r2(results, "randomized", 0.96, 0.9)
+    text = encoding_sentence(results, "sinusoidal")
+    assert "does not learn the task at T" in text and "no better than predicting 0" in text
+    assert "0.780 below the paper's model" in text
+    text = encoding_sentence(results, "randomized")
+    assert "It learns the task at T" in text and "keeps 94% of its R^2 at T" in text
+    assert "0.100 above the paper's model" in text
+
+
+@pytest.mark.parametrize("curves, expected", [
+    # FCN: n* 1000 at T=4, 10^3.5 at T=8 (halfway in log n); transformers at the floor
+    ({"fcn": {4: [0.5, 0.9, 0.95], 8: [0.2, 0.8, 1.0]}, "paper": {4: [0.95] * 3, 8: [0.93] * 3}},
+     ["FCN: n* 1000 at T=4, 3162 at T=8 (log-log slope 1.66 over T = 4, 8)",
+      "paper's model: n* <= 100 at T=4, <= 100 at T=8 (no growth measurable"]),
+    # not reached at T=8: no slope; the paper's model interpolated at one T only
+    ({"fcn": {4: [0.5, 0.9, 0.95], 8: [0.2, 0.5, 0.6]}, "paper": {4: [0.5] * 3, 8: [0.93] * 3}},
+     ["FCN: n* 1000 at T=4, > 10000 at T=8 (no slope",
+      "paper's model: n* > 10000 at T=4, <= 100 at T=8 (no slope"]),
+])
+def test_sample_complexity_reports_n_star_and_its_growth(curves, expected):
+    sizes = (100, 1000, 10000)
+    config = replace(SMOKE, n_seeds=1, seq_len=4, sample_factors=(1.0, 2.0),
+                     sample_sizes=sizes, sample_fcn_sizes=sizes)
+    records = {(fit, 0): {"model_name": fit.model, "width": fit.width, "train_r2": 1.0,
+                          "fit_s": 0.0, "test_r2": curves.get(fit.model, {}).get(
+                              fit.seq_len, [0.99] * 3)[sizes.index(fit.n_train)]}
+               for fit in SAMPLE.fits(config)}
+    text = SAMPLE.sentence({"sample_complexity": SAMPLE.collect(config, records)})
+    assert text.startswith("Measured (beyond the paper): ")
+    for part in expected:
+        assert part in text

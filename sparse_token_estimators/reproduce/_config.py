@@ -90,6 +90,36 @@ class ReproductionConfig:
         Validation R^2 a width must reach in the scaling law.
     trace_steps_per_doubling : int
         Density of the alignment record (points per doubling of the steps).
+    population_pe_dims : tuple of int
+        ``pe_dim`` grid of the population experiment (those with d + pe_dim
+        below T d): the paper's model there, the FCN at the widths
+        d + pe_dim, the ensemble at those also in ``ensemble_pe_dims``;
+        each trained on the population and on a fixed sample.
+    randomized_ensemble : bool
+        Fit the randomized encoding's ``n_pe_draws``-draw ensemble (the
+        package's extension) beside its one-draw model in the encodings
+        experiment. Off in ``QUICK`` and ``PAPER``: at ``length_pe_dim`` it
+        costs as much as the other encodings and the stochastic ensemble
+        together (about 9 CPU minutes at the paper scale by the cost model,
+        which would take that run close to the hour on 2 cores), and the
+        stochastic ensemble already shows what the draws buy.
+    sample_factors : tuple of float
+        The T of the sample-complexity curves, as multiples of ``seq_len``.
+    sample_sizes : tuple of int
+        Training-set sizes of the transformers' learning curves.
+    sample_fcn_sizes : tuple of int
+        Training-set sizes of the FCN's learning curves.
+    sample_pe_dim : int
+        ``pe_dim`` of both transformers in the learning curves.
+    sample_fcn_factor : float
+        The FCN's ``hidden_width`` in the learning curves: the smallest
+        power of two >= this multiple of T d.
+    sample_budget : int
+        Every fit of a learning curve takes the optimisation steps its
+        model's training takes on this many sequences (its epochs, its
+        batch size), whatever its own training-set size.
+    sample_target_r2 : float
+        The held-out R^2 whose smallest training-set size is reported.
     device : str
         Passed to the estimators ("auto", "cpu", "cuda").
     n_jobs : int or None
@@ -124,6 +154,15 @@ class ReproductionConfig:
     scaling_pe_dims: tuple = (4, 8, 16, 32, 64, 128)
     target_r2: float = 0.8
     trace_steps_per_doubling: int = 2
+    population_pe_dims: tuple = (8, 16, 32)
+    randomized_ensemble: bool = False
+    sample_factors: tuple = (0.5, 1.0)
+    sample_sizes: tuple = (2, 16)
+    sample_fcn_sizes: tuple = (512, 2048, 8192, 32768)
+    sample_pe_dim: int = 128
+    sample_fcn_factor: float = 2.0
+    sample_budget: int = 8192
+    sample_target_r2: float = 0.9
     device: str = "auto"
     n_jobs: int = -1
 
@@ -139,6 +178,15 @@ class ReproductionConfig:
         """The T of the scaling law (each above n_selected)."""
         return sorted({max(self.n_selected + 1, round(f * self.seq_len))
                        for f in self.scaling_factors})
+
+    def sample_seq_lens(self):
+        """The T of the sample-complexity curves (each above n_selected)."""
+        return sorted({max(self.n_selected + 1, round(f * self.seq_len))
+                       for f in self.sample_factors})
+
+    def sample_fcn_width(self, seq_len):
+        """The FCN's width in the learning curves at ``seq_len``."""
+        return 2 ** math.ceil(math.log2(self.sample_fcn_factor * seq_len * self.token_dim))
 
     def transformer_widths(self):
         """Widths d + pe_dim of every transformer fitted at T = seq_len."""
@@ -168,14 +216,18 @@ class ReproductionConfig:
         return sorted({int(L) for L in grid} | set(named))
 
 
-#: a few minutes on 2 CPU cores, every claim judged over 3 seeds
+#: about 6 minutes on 2 CPU cores, every claim judged over 3 seeds
 QUICK = ReproductionConfig()
 #: T = 20, more samples and a wider pe_dim grid, the scaling law over T = 10, 20,
-#: 40: about half an hour on 2 CPU cores (27 min measured on a shared machine)
+#: 40, the learning curves over T = 5, 10, 20: within the hour on 2 CPU cores
 PAPER = ReproductionConfig(
     seq_len=20, n_samples=50_000, n_test=10_000,
     pe_dims=(4, 8, 16, 32, 64, 128, 256, 512), ensemble_pe_dims=(16, 64, 256),
     scaling_pe_dims=(8, 16, 32, 64, 128, 256),
+    population_pe_dims=(8, 16, 32, 64, 128),
+    sample_factors=(0.25, 0.5, 1.0), sample_sizes=(2, 8, 32, 128),
+    sample_fcn_sizes=(512, 2048, 8192, 32768, 131072, 524288), sample_fcn_factor=4.0,
+    sample_budget=32768,
 )
 SCALES = {"quick": QUICK, "paper": PAPER}
 #: seconds on a CPU, for the examples and the tests of the pipeline: exercises
@@ -187,7 +239,10 @@ SMOKE = ReproductionConfig(
     ensemble_training=Training(lr=0.01, max_epochs=2, batch_size=16),
     fcn_training=Training(lr=0.01, max_epochs=2, batch_size=16),
     fcn_span=(1.0, 2.0), length_factors=(1, 4), n_lengths=4,
-    scaling_factors=(0.75, 1.0, 1.5), scaling_pe_dims=(2, 4), n_jobs=1, device="cpu",
+    scaling_factors=(0.75, 1.0, 1.5), scaling_pe_dims=(2, 4), population_pe_dims=(2, 4),
+    randomized_ensemble=True, sample_factors=(0.75, 1.0), sample_sizes=(2, 8),
+    sample_fcn_sizes=(8, 32), sample_pe_dim=4, sample_fcn_factor=1.0, sample_budget=32,
+    n_jobs=1, device="cpu",
 )
 
 

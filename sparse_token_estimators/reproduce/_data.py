@@ -10,8 +10,14 @@ import numpy as np
 
 from ..datasets import make_sparse_selection
 
-#: what a set is for; its own stream of random numbers
-ROLES = {"train": 0, "validation": 1, "test": 2, "length": 3}
+#: what a set is for; its own stream of random numbers ("pool": the
+#: training sequences a learning curve takes nested subsets of;
+#: "population": the seed of a SparseSelectionStream)
+ROLES = {"train": 0, "validation": 1, "test": 2, "length": 3, "pool": 4, "population": 5}
+
+
+def _rng(seed, seq_len, role):
+    return np.random.default_rng([seed, seq_len, ROLES[role]])
 
 
 def task(config, seq_len, n_samples, role, seed):
@@ -26,5 +32,16 @@ def task(config, seq_len, n_samples, role, seed):
     """
     return make_sparse_selection(
         n_samples, seq_len, config.token_dim, config.n_selected,
-        random_state=np.random.default_rng([seed, seq_len, ROLES[role]]),
+        random_state=_rng(seed, seq_len, role),
     )
+
+
+def stream_seed(seq_len, seed):
+    """The ``random_state`` of the population stream at ``seq_len`` for ``seed``.
+
+    Examples
+    --------
+    >>> stream_seed(10, 0) == stream_seed(10, 0) != stream_seed(10, 1)
+    True
+    """
+    return int(_rng(seed, seq_len, "population").integers(2**31))

@@ -79,8 +79,10 @@ def save_figures(results, out_dir, *, dpi=90):
     ...     names = [p.name for p in save_figures(run(SMOKE, progress=False), out)]
     >>> names[:3]
     ['width_separation.png', 'length_generalisation.png', 'length_vs_pe_dim.png']
-    >>> names[3:]
+    >>> names[3:5]
     ['alignment.png', 'width_scaling.png']
+    >>> names[5:]
+    ['population.png', 'sample_complexity.png', 'encodings.png']
     """
     from ._registry import EXPERIMENTS
 

@@ -1,15 +1,29 @@
-"""The fits of a run: which models, how they train, and one search per data set.
+"""The fits of a run: which models, how they train, and how each kind is run.
 
-Experiments ask for :class:`Fit` s (a model, its width, a sequence length);
-the run fits each distinct one once per seed, so experiments that need the
-same model share it. All fits on one training set (one seed, one T) go into
-one ``GridSearchCV`` over a one-step pipeline whose step is the estimator
-(scikit-learn's idiom for comparing models), costliest first so the workers
-stay busy: train on the training set, score on a validation set (the one
-predefined fold), ``refit=False``. Its scorer measures everything the
+Experiments ask for :class:`Fit` s (a model, its width, a sequence length,
+and what it trains on); the run fits each distinct one once per seed, so
+experiments that need the same model share it. Three kinds of fit, three
+runners, each a scikit-learn idiom whose fits joblib runs (and the progress
+display counts one by one):
+
+- on a fixed training set (the default): all such fits on one training set
+  (one seed, one T) go into one ``GridSearchCV`` over a one-step pipeline
+  whose step is the estimator (scikit-learn's idiom for comparing models),
+  costliest first so the workers stay busy: train on the training set,
+  score on a validation set (the one predefined fold), ``refit=False``;
+- on the population (``data="population"``): ``fit`` on a
+  ``SparseSelectionStream`` of as many fresh sequences every epoch; a
+  stream cannot be split, so these go to scikit-learn's ``Parallel``
+  directly, all seeds of one T together;
+- on training sets of several sizes with a budget of optimisation steps
+  (``n_train`` and ``max_steps``): one ``learning_curve`` per model, T and
+  seed, on nested subsets of one pool of sequences.
+
+The first two are scored by one scorer that measures everything the
 experiments read off a fitted model: validation and held-out loss and R^2
 at T, held-out R^2 at every length of the dense grid (transformers), the
-alignment record (transformers) and the fit's CPU time.
+alignment record (transformers) and the fit's CPU time. A learning curve
+scores R^2 on the training subset and on the held-out set.
 
 Losses are squared errors summed over the d coordinates (``selection_loss``);
 R^2 is scikit-learn's ``r2_score`` averaged over the d outputs.
@@ -22,13 +36,15 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from sklearn.metrics import r2_score
-from sklearn.model_selection import GridSearchCV, PredefinedSplit
+from sklearn.model_selection import GridSearchCV, PredefinedSplit, learning_curve
 from sklearn.pipeline import Pipeline
+from sklearn.utils.parallel import Parallel, delayed
 from skorch.callbacks import Callback
 
-from ..callbacks import AlignmentRecorder, trace_steps
+from ..callbacks import AlignmentRecorder, StepBudget, trace_steps
+from ..datasets import SparseSelectionStream
 from ..estimators import SparseTokenFCN, SparseTokenTransformer
-from ._data import task
+from ._data import stream_seed, task
 
 #: what the alignment record holds at each point
 TRACE_KEYS = ("sequences_seen", "alignment", "w_scale")
@@ -53,6 +69,9 @@ class Model:
     ensemble : bool
         Averages the configuration's ``n_pe_draws`` positional draws
         (otherwise one draw, the paper's model).
+    cost : float
+        Its cost per sequence relative to the cost model's (measured: a
+        learned table's gradient, the randomized encoding's top-k).
     """
 
     name: str
@@ -60,6 +79,7 @@ class Model:
     training: str
     params: tuple = ()
     ensemble: bool = False
+    cost: float = 1.0
 
 
 #: the models experiments can ask for, by key; an experiment that needs
@@ -96,6 +116,10 @@ def describe_models(config, models=None):
             for key in (models or MODELS)}
 
 
+#: what a fit trains on
+DATA = ("sample", "population")
+
+
 @dataclass(frozen=True, order=True)
 class Fit:
     """One model the run fits, once per seed.
@@ -106,21 +130,42 @@ class Fit:
         A key of ``MODELS``: "fcn"; "paper" (the transformer with one
         stochastic positional draw); "ensemble" (``n_pe_draws`` draws
         averaged, the package's extension); "fixed" (a fixed positional
-        table, the paper's baseline).
+        table, the paper's baseline); and those experiments add.
     width : int
         ``hidden_width`` of the FCN, ``pe_dim`` of a transformer.
     seq_len : int
         Training length T.
+    data : {"sample", "population"}, default="sample"
+        "sample": a fixed training set, the same in every epoch;
+        "population": a ``SparseSelectionStream``, fresh sequences every
+        epoch (the population loss of the paper's theory).
+    n_train : int, default=0
+        Training sequences (per epoch, for the population); 0: the
+        configuration's ``n_train(seq_len)``.
+    max_steps : int, default=0
+        0: the model's training (``max_epochs`` epochs). Otherwise exactly
+        this many optimisation steps, whatever ``n_train`` (a
+        :class:`~sparse_token_estimators.callbacks.StepBudget`, with
+        ``max_epochs`` high enough to use it up): fits of different sizes
+        then differ in data, not in optimisation. Such fits are made in a
+        ``learning_curve``, one per model, width, T and seed.
     """
 
     model: str
     width: int
     seq_len: int
+    data: str = "sample"
+    n_train: int = 0
+    max_steps: int = 0
 
     def model_width(self, config):
         """The width the theory compares: m for the FCN, d + pe_dim for a transformer."""
         return self.width if MODELS[self.model].family == "fcn" \
             else config.token_dim + self.width
+
+    def training_size(self, config):
+        """Training sequences of the fit (per epoch, for the population)."""
+        return self.n_train or config.n_train(self.seq_len)
 
     def _draws(self, config):
         return config.n_pe_draws if MODELS[self.model].ensemble else 1
@@ -128,33 +173,59 @@ class Fit:
     def estimator(self, config, seed):
         """The unfitted estimator of this fit for ``seed``."""
         spec, train = MODELS[self.model], training(self.model, config)
-        common = {"lr": train.lr, "max_epochs": train.max_epochs,
+        # A budget of steps: one step per epoch at the least, so that the
+        # smallest training set (a single batch) still uses up the budget.
+        epochs, budget = (self.max_steps, [StepBudget(self.max_steps)]) if self.max_steps \
+            else (train.max_epochs, [])
+        common = {"lr": train.lr, "max_epochs": epochs,
                   "batch_size": train.batch_size, "random_state": seed,
                   "device": config.device, **dict(spec.params)}
+        if self.max_steps:
+            # skorch's PrintLog tabulates every epoch even when silent: a fifth
+            # of a fit whose small training set makes an epoch of one step
+            common["callbacks__print_log"] = None
         if spec.family == "fcn":
-            return SparseTokenFCN(hidden_width=self.width, callbacks=[_FitClock()], **common)
-        recorder = AlignmentRecorder(steps_per_doubling=config.trace_steps_per_doubling)
+            return SparseTokenFCN(hidden_width=self.width, callbacks=[*budget, _FitClock()],
+                                  **common)
+        # the learning curves read no alignment: no record to keep
+        recorder = [] if self.max_steps else [
+            AlignmentRecorder(steps_per_doubling=config.trace_steps_per_doubling)]
         return SparseTokenTransformer(
             pe_dim=self.width, n_pe_draws=self._draws(config),
-            max_seq_len=max(config.length_grid()), callbacks=[recorder, _FitClock()],
+            max_seq_len=max(config.length_grid()), callbacks=[*recorder, *budget, _FitClock()],
             **common,
         )
+
+    def sequences(self, config):
+        """Sequences the fit's optimisation processes (steps times batch)."""
+        train, n = training(self.model, config), self.training_size(config)
+        if self.max_steps:
+            return self.max_steps * min(n, train.batch_size)
+        return n * train.max_epochs
 
     def cost(self, config):
         """Estimated CPU seconds of the fit (for ordering and the time left).
 
-        Per sequence and epoch, measured on one CPU thread: about
+        Per sequence processed, measured on one CPU thread: about
         3 + 0.005 T pe_dim microseconds per positional draw for a
-        transformer, 2 + 1e-4 T (d + 1) m for the FCN; and half a second per
-        fit of set-up and scoring.
+        transformer, 2 + 1e-4 T (d + 1) m for the FCN; drawing the
+        population's sequences adds about a tenth, some encodings more
+        (``Model.cost``); half a second per fit of
+        set-up and scoring. A learning curve's fit adds 0.5 ms per step
+        (the per-step work that long fits spread over large batches) and a
+        third of a training step's cost per sequence it scores (its
+        training subset and the held-out set).
         """
-        train = training(self.model, config)
         T = self.seq_len
         if MODELS[self.model].family == "fcn":
             micro = 2 + 1e-4 * T * (config.token_dim + 1) * self.width
         else:
             micro = 3 + 0.005 * self._draws(config) * T * self.width
-        return 0.5 + 1e-6 * micro * config.n_train(T) * train.max_epochs
+        micro *= MODELS[self.model].cost * (1.1 if self.data == "population" else 1.0)
+        if not self.max_steps:
+            return 0.5 + 1e-6 * micro * self.sequences(config)
+        scored = (self.training_size(config) + config.n_test) / 3
+        return 0.5 + 5e-4 * self.max_steps + 1e-6 * micro * (self.sequences(config) + scored)
 
 
 class _FitClock(Callback):
@@ -224,19 +295,23 @@ class _Evaluate:
         return scores
 
 
-def _record(fit, config, seed, results, i, lengths, steps):
-    """One fit's numbers, out of a search's ``cv_results_``."""
-    def score(key):
-        return float(results[f"split0_test_{key}"][i])
-
-    record = {
+def _describe(fit, config, seed):
+    """What every record of ``fit`` starts with: the model and its training."""
+    return {
         "model": fit.model, "model_name": model_name(fit.model, config),
         "width": fit.model_width(config), width_parameter(fit.model): fit.width,
-        "seq_len": fit.seq_len, "n_train": config.n_train(fit.seq_len), "seed": seed,
+        "seq_len": fit.seq_len, "data": fit.data, "n_train": fit.training_size(config),
+        "max_steps": fit.max_steps, "seed": seed,
+    }
+
+
+def _record(fit, config, seed, score, fit_s, score_s, lengths, steps):
+    """One fit's numbers, from ``score(key)`` of ``_Evaluate``'s keys."""
+    record = {
+        **_describe(fit, config, seed),
         **{key: score(key) for key in ("val_loss", "val_r2", "test_loss", "test_r2",
                                         "test_loss_se", "train_loss", "fit_cpu_s")},
-        "fit_s": float(results["mean_fit_time"][i]),
-        "score_s": float(results["mean_score_time"][i]),
+        "fit_s": fit_s, "score_s": score_s,
         "r2_by_length": {L: score(f"r2@{L}") for L in lengths},
         "trace": [],
     }
@@ -246,8 +321,8 @@ def _record(fit, config, seed, results, i, lengths, steps):
             if not math.isnan(point["alignment"]):
                 record["trace"].append(point)
         end = {key: score(f"{key}@end") for key in TRACE_KEYS}
-        if end["sequences_seen"] > record["trace"][-1]["sequences_seen"]:
-            steps_done = training(fit.model, config).steps(config.n_train(fit.seq_len))
+        if record["trace"] and end["sequences_seen"] > record["trace"][-1]["sequences_seen"]:
+            steps_done = training(fit.model, config).steps(fit.training_size(config))
             record["trace"].append({"step": steps_done, **end})
     return record
 
@@ -266,24 +341,50 @@ def run_fits(config, fits, progress):
     Returns
     -------
     records : dict
-        ``(fit, seed) -> record`` (see ``_record``).
+        ``(fit, seed) -> record`` (see ``_record``; for the fits of a
+        learning curve, ``_curve_records``).
     """
     fits = sorted(set(fits))
     records = {}
     for seq_len in sorted({f.seq_len for f in fits}):
+        at_T = [f for f in fits if f.seq_len == seq_len]
         # lengths are multiples of the configured T: only its fits are scored there
         lengths = config.length_grid() if seq_len == config.seq_len else []
-        group = sorted((f for f in fits if f.seq_len == seq_len),
-                       key=lambda f: -f.cost(config))
-        max_steps = max((training(f.model, config).steps(config.n_train(seq_len))
-                         for f in group if MODELS[f.model].family == "transformer"), default=0)
+        searched = [f for f in at_T if f.data == "sample" and not f.max_steps]
+        population = [f for f in at_T if f.data == "population" and not f.max_steps]
+        curves = [f for f in at_T if f.max_steps]
+        transformers = [f for f in searched + population
+                        if MODELS[f.model].family == "transformer"]
+        max_steps = max((training(f.model, config).steps(f.training_size(config))
+                         for f in transformers), default=0)
         steps = trace_steps(config.trace_steps_per_doubling, max_steps) if max_steps else []
-        for seed in config.seeds():
-            progress.stage(f"T={seq_len}, seed {seed}", n_fits=len(group),
-                           cost=sum(f.cost(config) for f in group))
-            results = _search(config, seq_len, seed, group, lengths, steps)
-            for i, fit in enumerate(group):
-                records[fit, seed] = _record(fit, config, seed, results, i, lengths, steps)
+        if searched:
+            group = sorted(searched, key=lambda f: -f.cost(config))
+            if len({f.training_size(config) for f in group}) > 1:
+                raise ValueError("fits on a fixed sample of another size than n_train(T) "
+                                 "need max_steps (a learning curve)")
+            for seed in config.seeds():
+                progress.stage(f"T={seq_len}, seed {seed}", n_fits=len(group),
+                               cost=sum(f.cost(config) for f in group))
+                results = _search(config, seq_len, seed, group, lengths, steps)
+                for i, fit in enumerate(group):
+                    def score(key, i=i, results=results):
+                        return float(results[f"split0_test_{key}"][i])
+
+                    records[fit, seed] = _record(
+                        fit, config, seed, score, float(results["mean_fit_time"][i]),
+                        float(results["mean_score_time"][i]), lengths, steps)
+        if population:
+            records.update(_run_population(config, seq_len, population, lengths, steps,
+                                           progress))
+        for key in sorted({(f.model, f.width, f.data, f.max_steps) for f in curves}):
+            group = sorted((f for f in curves if (f.model, f.width, f.data, f.max_steps)
+                            == key), key=lambda f: f.n_train)
+            for seed in config.seeds():
+                progress.stage(f"T={seq_len}, learning curve of {model_name(key[0], config)}"
+                               f", seed {seed}", n_fits=len(group),
+                               cost=sum(f.cost(config) for f in group))
+                records.update(_learning_curve(config, group, seed))
     return records
 
 
@@ -304,3 +405,56 @@ def _search(config, seq_len, seed, group, lengths, steps):
                                 "non-finite", category=UserWarning)
         search.fit(np.concatenate([X, X_val]), np.concatenate([y, y_val]))
     return search.cv_results_
+
+
+def _fit_population(config, fit, seed, lengths, steps):
+    """Fit ``fit`` on the population and score it as the searches do (in a worker)."""
+    stream = SparseSelectionStream(
+        fit.seq_len, config.token_dim, config.n_selected, n_samples=fit.training_size(config),
+        random_state=stream_seed(fit.seq_len, seed), device=config.device)
+    model = fit.estimator(config, seed)
+    start = time.perf_counter()
+    model.fit(stream)
+    fit_s = time.perf_counter() - start
+    X_val, y_val = task(config, fit.seq_len, config.n_test, "validation", seed)
+    scores = _Evaluate(config, fit.seq_len, seed, lengths, steps)(
+        Pipeline([("model", model)]), X_val, y_val)
+    return scores, fit_s, time.perf_counter() - start - fit_s
+
+
+def _run_population(config, seq_len, fits, lengths, steps, progress):
+    """The population fits at ``seq_len``, every seed, in one ``Parallel`` run."""
+    jobs = sorted(((fit, seed) for fit in fits for seed in config.seeds()),
+                  key=lambda job: -job[0].cost(config))
+    progress.stage(f"T={seq_len}, population", n_fits=len(jobs),
+                   cost=sum(fit.cost(config) for fit, _ in jobs))
+    out = Parallel(n_jobs=config.n_jobs)(
+        delayed(_fit_population)(config, fit, seed, lengths, steps) for fit, seed in jobs)
+    return {(fit, seed): _record(fit, config, seed, scores.__getitem__, fit_s, score_s,
+                                 lengths, steps)
+            for (fit, seed), (scores, fit_s, score_s) in zip(jobs, out)}
+
+
+def _learning_curve(config, group, seed):
+    """Records of the fits of one learning curve: nested subsets of one pool.
+
+    ``group``: fits that differ only in ``n_train``. The pool is the
+    largest training set; each fit trains on its first ``n_train``
+    sequences (``learning_curve`` without shuffling), with the same budget
+    of steps, and is scored (R^2) on the pool's subset it trained on and on
+    the held-out set of the seed.
+    """
+    T, sizes = group[0].seq_len, [f.n_train for f in group]
+    X, y = task(config, T, max(sizes), "pool", seed)
+    X_test, y_test = task(config, T, config.n_test, "test", seed)
+    sizes_done, train, test, fit_s, score_s = learning_curve(
+        group[0].estimator(config, seed), np.concatenate([X, X_test]),
+        np.concatenate([y, y_test]), train_sizes=sizes,
+        cv=PredefinedSplit(np.r_[np.full(len(X), -1), np.zeros(len(X_test), dtype=int)]),
+        scoring="r2", n_jobs=config.n_jobs, return_times=True, error_score="raise")
+    return {(fit, seed): {**_describe(fit, config, seed), "train_r2": float(train[i, 0]),
+                          "test_r2": float(test[i, 0]), "fit_s": float(fit_s[i, 0]),
+                          "score_s": float(score_s[i, 0]),
+                          # learning_curve keeps no fitted model: its time, in the worker
+                          "fit_cpu_s": math.nan}
+            for i, fit in enumerate(group) if sizes_done[i] == fit.n_train}

@@ -17,11 +17,22 @@ To add an experiment:
    that passes, one that fails.
 """
 
-from . import _alignment, _length_generalisation, _width_scaling, _width_separation
+from . import (
+    _alignment,
+    _encodings,
+    _length_generalisation,
+    _population,
+    _sample_complexity,
+    _width_scaling,
+    _width_separation,
+)
 
 EXPERIMENTS = (
     _width_separation.EXPERIMENT,
     _length_generalisation.EXPERIMENT,
     _alignment.EXPERIMENT,
     _width_scaling.EXPERIMENT,
+    _population.EXPERIMENT,
+    _sample_complexity.EXPERIMENT,
+    _encodings.EXPERIMENT,
 )

@@ -10,6 +10,7 @@ Telgarsky (NeurIPS 2023, arXiv:2306.02896).
 
 import csv
 import json
+import math
 from pathlib import Path
 
 from ._experiment import markdown_table
@@ -60,8 +61,8 @@ def write_outputs(results, out_dir, *, plots=True):
     >>> with tempfile.TemporaryDirectory() as out:
     ...     names = sorted(p.name for p in write_outputs(run(SMOKE, progress=False), out,
     ...                                                 plots=False))
-    >>> names[:4], len(names)
-    (['alignment.csv', 'fits.csv', 'length_beyond_training.csv', 'length_generalisation.csv'], 13)
+    >>> names[:3], len(names)
+    (['alignment.csv', 'encodings.csv', 'encodings_beyond_training.csv'], 23)
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -81,27 +82,40 @@ def write_outputs(results, out_dir, *, plots=True):
     return written
 
 
-def timing_rows(results):
-    """CPU seconds of the fits, per experiment and per model and T.
+def fit_seconds(fit):
+    """A fit's CPU seconds; for a learning curve's fit (learning_curve keeps no
+    fitted model to read them from), its wall seconds in its worker."""
+    cpu = fit.get("fit_cpu_s", math.nan)
+    return cpu if cpu is not None and math.isfinite(cpu) else fit["fit_s"]
 
-    Fits shared between experiments count in each that uses them.
+
+def timing_rows(results):
+    """CPU seconds of the fits, per experiment and per model, T and kind of data.
+
+    Fits shared between experiments count in each that uses them;
+    ``own_cpu_s`` counts only those no other experiment uses (what the
+    experiment adds to a run).
     """
     fits = results["fits"]
     rows = []
     for experiment in EXPERIMENTS:
         used = [f for f in fits if experiment.name in f["used_by"]]
         rows.append({"experiment": experiment.name, "fits": len(used),
-                     "cpu_s": sum(f["fit_cpu_s"] for f in used),
-                     "shared_fits": sum(len(f["used_by"]) > 1 for f in used)})
+                     "cpu_s": sum(fit_seconds(f) for f in used),
+                     "shared_fits": sum(len(f["used_by"]) > 1 for f in used),
+                     "own_cpu_s": sum(fit_seconds(f) for f in used if len(f["used_by"]) == 1)})
     by_model = {}
     for f in fits:
-        key = (f["model_name"], f["seq_len"])
+        kind = f.get("data", "sample") + (" (learning curve)" if f.get("max_steps") else "")
+        key = (f["model_name"], f["seq_len"], kind)
         entry = by_model.setdefault(key, {"model_name": key[0], "seq_len": key[1],
-                                          "fits": 0, "cpu_s": 0.0, "wall_s": 0.0})
+                                          "data": kind, "fits": 0, "cpu_s": 0.0,
+                                          "wall_s": 0.0})
         entry["fits"] += 1
-        entry["cpu_s"] += f["fit_cpu_s"]
+        entry["cpu_s"] += fit_seconds(f)
         entry["wall_s"] += f["fit_s"]
-    return rows, sorted(by_model.values(), key=lambda r: (r["seq_len"], r["model_name"]))
+    return rows, sorted(by_model.values(),
+                        key=lambda r: (r["seq_len"], r["data"], r["model_name"]))
 
 
 def summary_markdown(results, *, figures=True):
@@ -161,14 +175,16 @@ def summary_markdown(results, *, figures=True):
     per_experiment, per_model = timing_rows(results)
     lines += ["", "## Where the time went", "",
               "CPU seconds of the fits (one thread each; a fit shared between experiments "
-              "counts in each).", ""]
-    lines += markdown_table(["experiment", "fits", "shared", "CPU s"],
-                            [[r["experiment"], r["fits"], r["shared_fits"], f"{r['cpu_s']:.0f}"]
-                             for r in per_experiment], ["l", "r", "r", "r"])
+              "counts in each; 'own': the fits no other experiment uses; the learning "
+              "curves' fits: wall seconds in their worker).", ""]
+    lines += markdown_table(["experiment", "fits", "shared", "CPU s", "own CPU s"],
+                            [[r["experiment"], r["fits"], r["shared_fits"], f"{r['cpu_s']:.0f}",
+                              f"{r['own_cpu_s']:.0f}"] for r in per_experiment],
+                            ["l", "r", "r", "r", "r"])
     lines += [""] + markdown_table(
-        ["model", "T", "fits", "CPU s", "wall s"],
-        [[r["model_name"], r["seq_len"], r["fits"], f"{r['cpu_s']:.0f}", f"{r['wall_s']:.0f}"]
-         for r in per_model], ["l", "r", "r", "r", "r"])
+        ["model", "T", "data", "fits", "CPU s", "wall s"],
+        [[r["model_name"], r["seq_len"], r["data"], r["fits"], f"{r['cpu_s']:.0f}",
+          f"{r['wall_s']:.0f}"] for r in per_model], ["l", "r", "l", "r", "r", "r"])
     if figures:
         names = [name for experiment in EXPERIMENTS for name in experiment.figures()]
         lines += ["", "## Figures", ""] + [f"![{name[:-4]}]({name})" for name in names]

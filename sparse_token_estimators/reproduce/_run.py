@@ -17,7 +17,7 @@ from ..theory import (
     zero_predictor_loss,
 )
 from ._config import QUICK
-from ._fits import describe_models, run_fits
+from ._fits import MODELS, describe_models, run_fits
 from ._progress import Progress, count_finished_tasks
 from ._registry import EXPERIMENTS
 from ._report import THRESHOLDS, assess_claims
@@ -73,8 +73,10 @@ def run(config=QUICK, *, progress=True):
     >>> results = run(SMOKE, progress=False)
     >>> [c["claim"] for c in results["claims"]][:3]
     ['width separation', 'length generalisation', 'alignment']
-    >>> [c["claim"] for c in results["claims"]][3:]
+    >>> [c["claim"] for c in results["claims"]][3:5]
     ['FCN width scaling', 'transformer width scaling']
+    >>> [c["claim"] for c in results["claims"]][5:]
+    ['width separation on the population']
     """
     used_by = planned_fits(config)
     if not isinstance(progress, Progress):
@@ -89,7 +91,8 @@ def run(config=QUICK, *, progress=True):
     results = {
         "config": asdict(config),
         "theory": _theory_references(config),
-        "models": describe_models(config),
+        "models": describe_models(config, [m for m in MODELS
+                                           if any(f.model == m for f in used_by)]),
     }
     for experiment in EXPERIMENTS:
         results[experiment.name] = experiment.collect(config, records)
