@@ -57,10 +57,9 @@ def _kind(obj):
 
 #: descriptions of exported data that has no ``#:`` comment in its source yet
 #: (the ``#:`` comment is the place: move each there and drop it from here)
-EXTRA_DATA_DOCS = {
-    "sparse_token_estimators.reproduce.SCALES":
-        "The presets by the name ``--scale`` takes: ``{'quick': QUICK, 'paper': PAPER}``.",
-}
+#: Descriptions of data objects whose module has no ``#:`` comment for them,
+#: by their full name (none at present: every documented constant has one).
+EXTRA_DATA_DOCS = {}
 
 _ASSIGNMENT = re.compile(r"^([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)")
 

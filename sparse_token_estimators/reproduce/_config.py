@@ -229,6 +229,7 @@ PAPER = ReproductionConfig(
     sample_fcn_sizes=(512, 2048, 8192, 32768, 131072, 524288), sample_fcn_factor=4.0,
     sample_budget=32768,
 )
+#: The presets by the name ``--scale`` takes: ``{'quick': QUICK, 'paper': PAPER}``.
 SCALES = {"quick": QUICK, "paper": PAPER}
 #: seconds on a CPU, for the examples and the tests of the pipeline: exercises
 #: every step of a run, too small to support any claim
