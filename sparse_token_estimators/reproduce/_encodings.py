@@ -22,6 +22,7 @@ are those of the length-generalisation experiment (shared).
 from ._experiment import Experiment, find, fmt_spread, markdown_table, spread, summarise
 from ._figures import band, pyplot, task_title
 from ._fits import MODELS, Fit, Model, model_name
+from ._length_generalisation import length_axes
 
 MODELS.update({
     "sinusoidal": Model("transformer, sinusoidal PE (Vaswani et al.; extension)",
@@ -166,7 +167,6 @@ def plot_encodings(results):
     """Held-out R^2 at every test length, a curve with seed band per encoding."""
     plt = pyplot()
     cfg, section = results["config"], results["encodings"]
-    T = cfg["seq_len"]
     fig, ax = plt.subplots(figsize=(8.5, 5.4))
     for encoding, model in _present(section):
         rows = sorted((r for r in section["summary"] if r["model"] == model),
@@ -175,16 +175,9 @@ def plot_encodings(results):
         band(ax, [r["length"] for r in rows], rows, "r2", model=model,
              label=f"{encoding}: {results['models'][model]['name']}",
              color=COLOURS[model], linestyle="--" if ensemble else "-", marker=None)
-    ax.axvline(T, color="gray", alpha=0.5)
-    ax.text(T, 0.02, " training length T", color="gray", fontsize=8)
-    ax.axhline(0, color="black", linewidth=0.5)
-    lengths = [T * f for f in cfg["length_factors"]]
-    ax.set_xticks(lengths, [f"{L}\n({f}T)" for L, f in zip(lengths, cfg["length_factors"])])
-    low = min(r["r2_mean"] - r["r2_sd"] for r in section["summary"])
-    ax.set(ylim=(max(min(-0.05, low - 0.05), -1.0), 1.02), xlabel="test sequence length",
-           ylabel="held-out R^2",
-           title=f"Positional encodings, trained at T, pe_dim={cfg['length_pe_dim']}\n"
-                 f"({task_title(cfg)})")
+    length_axes(ax, cfg, section["summary"],
+                title=f"Positional encodings, trained at T, pe_dim={cfg['length_pe_dim']}\n"
+                      f"({task_title(cfg)})")
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     fig.tight_layout()
     return fig

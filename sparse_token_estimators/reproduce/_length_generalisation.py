@@ -156,27 +156,34 @@ class LengthGeneralisation(Experiment):
                 "length_vs_pe_dim.png": plot_length_vs_pe_dim}
 
 
+def length_axes(ax, cfg, summary, title):
+    """Held-out R^2 against test length: the training length T marked, the
+    named lengths (1T, 2T, ...) as ticks, the y range from the rows' bands."""
+    T = cfg["seq_len"]
+    ax.axvline(T, color="gray", alpha=0.5)
+    ax.text(T, 0.02, " training length T", color="gray", fontsize=8)
+    ax.axhline(0, color="black", linewidth=0.5)
+    lengths = [T * f for f in cfg["length_factors"]]
+    ax.set_xticks(lengths, [f"{L}\n({f}T)" for L, f in zip(lengths, cfg["length_factors"])])
+    low = min(r["r2_mean"] - r["r2_sd"] for r in summary)
+    ax.set(ylim=(max(min(-0.05, low - 0.05), -1.0), 1.02), xlabel="test sequence length",
+           ylabel="held-out R^2", title=title)
+
+
 def plot_length_generalisation(results):
     """Held-out R^2 at every test length, with seed bands, for the three models.
     """
     plt = pyplot()
     cfg, section = results["config"], results["length_generalisation"]
-    T = cfg["seq_len"]
     fig, ax = plt.subplots(figsize=(7.5, 4))
     for model in MODELS:
         rows = sorted((r for r in section["summary"] if r["model"] == model),
                       key=lambda r: r["length"])
         band(ax, [r["length"] for r in rows], rows, "r2", model=model,
              label=results["models"][model]["name"])
-    ax.axvline(T, color="gray", alpha=0.5)
-    ax.text(T, 0.02, " training length T", color="gray", fontsize=8)
-    ax.axhline(0, color="black", linewidth=0.5)
-    lengths = [T * f for f in cfg["length_factors"]]
-    ax.set_xticks(lengths, [f"{L}\n({f}T)" for L, f in zip(lengths, cfg["length_factors"])])
-    low = min(r["r2_mean"] - r["r2_sd"] for r in section["summary"])
-    ax.set(ylim=(max(min(-0.05, low - 0.05), -1.0), 1.02), xlabel="test sequence length",
-           ylabel="held-out R^2",
-           title=f"Length generalisation, pe_dim={cfg['length_pe_dim']}\n({task_title(cfg)})")
+    length_axes(ax, cfg, section["summary"],
+                title=f"Length generalisation, pe_dim={cfg['length_pe_dim']}\n"
+                      f"({task_title(cfg)})")
     ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     return fig

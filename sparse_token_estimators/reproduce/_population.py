@@ -23,7 +23,7 @@ fixed sample been an artefact of the sample, it would not survive here.
 
 import math
 
-from ..theory import fcn_lower_bound, zero_predictor_loss
+from ..theory import zero_predictor_loss
 from ._experiment import (
     Experiment,
     claim,
@@ -35,16 +35,11 @@ from ._experiment import (
 )
 from ._figures import STYLES, band, powers_of_two_ticks, pyplot, task_title
 from ._fits import Fit
-from ._width_separation import judged_widths
+from ._width_separation import fcn_bound, judged_widths
 
 MODELS = ("fcn", "paper", "ensemble")
 VALUES = ("test_loss", "test_r2", "train_loss", "bound_ratio")
 SHORT = {"fcn": "FCN", "paper": "paper's model", "ensemble": "ensemble (ext.)"}
-
-
-def _bound(cfg, width):
-    return fcn_lower_bound(cfg["seq_len"], cfg["n_selected"], token_dim=cfg["token_dim"],
-                           width=width)
 
 
 def population_grid(config):
@@ -77,7 +72,7 @@ class Population(Experiment):
         for fit in sorted(self.fits(config)):
             for seed in config.seeds():
                 r = records[fit, seed]
-                bound = _bound(cfg, r["width"])
+                bound = fcn_bound(cfg, r["width"])
                 rows.append({
                     "model": fit.model, "model_name": r["model_name"], "data": fit.data,
                     "width": r["width"], "hidden_width": r.get("hidden_width"),
@@ -118,7 +113,7 @@ class Population(Experiment):
         widths = [w for w in judged_widths(cfg) if w in grid]
 
         def holds(loss_at):
-            return bool(widths) and all(loss_at(w) <= (1 - margin) * _bound(cfg, w)
+            return bool(widths) and all(loss_at(w) <= (1 - margin) * fcn_bound(cfg, w)
                                         for w in widths)
 
         def mean_loss(w):
@@ -134,8 +129,8 @@ class Population(Experiment):
             p = find(section["summary"], model="paper", data="population", width=w)
             f = find(section["summary"], model="fcn", data="population", width=w)
             text = (f"width {w}: paper's model on the population: loss "
-                    f"{fmt_spread(p, 'test_loss')}, {p['test_loss_mean'] / _bound(cfg, w):.2f}x "
-                    f"the FCN bound {_bound(cfg, w):.3f}")
+                    f"{fmt_spread(p, 'test_loss')}, {p['test_loss_mean'] / fcn_bound(cfg, w):.2f}x "
+                    f"the FCN bound {fcn_bound(cfg, w):.3f}")
             if f is not None:
                 text += f"; the FCN on the population {fmt_spread(f, 'test_loss')}"
             evidence.append(text)
@@ -144,7 +139,7 @@ class Population(Experiment):
         if ens:
             evidence.append("extension (not judged): " + ", ".join(
                 f"width {r['width']}: loss {r['test_loss_mean']:.3f} "
-                f"({r['test_loss_mean'] / _bound(cfg, r['width']):.2f}x the bound)"
+                f"({r['test_loss_mean'] / fcn_bound(cfg, r['width']):.2f}x the bound)"
                 for r in ens))
         fcn = [r for r in section["rows"] if r["model"] == "fcn" and r["data"] == "population"]
         above = [r["test_loss"] >= r["fcn_bound"] - 3 * r["test_loss_se"] for r in fcn]
@@ -185,7 +180,7 @@ class Population(Experiment):
             for g in (r for r in section["gaps_summary"] if r["model"] == model):
                 w = g["width"]
                 pop = find(section["summary"], model=model, data="population", width=w)
-                rows.append([SHORT[model], str(w), fmt(_bound(cfg, w)),
+                rows.append([SHORT[model], str(w), fmt(fcn_bound(cfg, w)),
                              fmt_spread(pop, "test_loss"),
                              fmt(pop["bound_ratio_mean"], ".2f") + "x",
                              fmt_spread(g, "sample_loss"), fmt_spread(g, "estimation_gap")])
@@ -258,7 +253,7 @@ def plot_population(results):
             band(ax_gap, [g["width"] for g in gaps], gaps, "estimation_gap", model=model,
                  label=SHORT[model], errorbars=True)
     widths = sorted({r["width"] for r in section["summary"]})
-    curve = [(m, _bound(cfg, m)) for m in range(max(1, int(min(widths) / 1.5)),
+    curve = [(m, fcn_bound(cfg, m)) for m in range(max(1, int(min(widths) / 1.5)),
                                                 cfg["seq_len"] * cfg["token_dim"])]
     ax.plot([m for m, _ in curve], [b for _, b in curve], color=STYLES["fcn"]["color"],
             linestyle=":", label="FCN lower bound at width m (theory)")

@@ -36,7 +36,8 @@ PE_RANGE = (1.0, 4.0)
 VALUES = ("test_loss", "test_r2", "val_r2", "train_loss", "fit_cpu_s")
 
 
-def _bound(cfg, width):
+def fcn_bound(cfg, width):
+    """The FCN lower bound at first-layer width ``width`` for the task of ``cfg``."""
     return fcn_lower_bound(cfg["seq_len"], cfg["n_selected"], token_dim=cfg["token_dim"],
                            width=width)
 
@@ -69,7 +70,7 @@ class WidthSeparation(Experiment):
         for fit in sorted(self.fits(config)):
             for seed in config.seeds():
                 r = records[fit, seed]
-                bound = _bound(cfg, r["width"])
+                bound = fcn_bound(cfg, r["width"])
                 rows.append({
                     "model": r["model"], "model_name": r["model_name"], "width": r["width"],
                     "hidden_width": r.get("hidden_width"), "pe_dim": r.get("pe_dim"),
@@ -77,8 +78,8 @@ class WidthSeparation(Experiment):
                     "fcn_bound": bound, "fcn_r2_ceiling": 1 - bound / zero,
                 })
         threshold = config.seq_len * config.token_dim
-        bound_curve = [{"width": m, "fcn_bound": _bound(cfg, m),
-                        "fcn_r2_ceiling": 1 - _bound(cfg, m) / zero}
+        bound_curve = [{"width": m, "fcn_bound": fcn_bound(cfg, m),
+                        "fcn_r2_ceiling": 1 - fcn_bound(cfg, m) / zero}
                        for m in range(1, threshold + 1)]
         return {"rows": rows, "summary": summarise(rows, ["model", "model_name", "width"], VALUES),
                 "bound": bound_curve}
@@ -90,7 +91,7 @@ class WidthSeparation(Experiment):
         summary = section["summary"]
 
         def below(loss, width):
-            return loss <= (1 - margin) * _bound(cfg, width)
+            return loss <= (1 - margin) * fcn_bound(cfg, width)
 
         def holds(get_loss):
             return bool(widths) and all(below(get_loss(w), w) for w in widths)
@@ -105,7 +106,7 @@ class WidthSeparation(Experiment):
         evidence = []
         for w in widths:
             p, f = find(summary, model="paper", width=w), find(summary, model="fcn", width=w)
-            bound = _bound(cfg, w)
+            bound = fcn_bound(cfg, w)
             text = (f"width {w}: paper's model loss {fmt_spread(p, 'test_loss')} "
                     f"(R^2 {fmt_spread(p, 'test_r2')}), {p['test_loss_mean'] / bound:.2f}x "
                     f"the FCN bound {bound:.3f} (R^2 ceiling "
@@ -118,12 +119,12 @@ class WidthSeparation(Experiment):
         if ens:
             evidence.append("extension (not judged): " + ", ".join(
                 f"width {r['width']}: loss {r['test_loss_mean']:.3f} "
-                f"({r['test_loss_mean'] / _bound(cfg, r['width']):.2f}x the bound)"
+                f"({r['test_loss_mean'] / fcn_bound(cfg, r['width']):.2f}x the bound)"
                 for r in ens))
         fcn_rows = [r for r in section["rows"] if r["model"] == "fcn"
                     and r["width"] < cfg["seq_len"] * cfg["token_dim"]]
         above = [r["test_loss"] >= r["fcn_bound"] - 3 * r["test_loss_se"] for r in fcn_rows]
-        gaps = [r["test_loss_mean"] / _bound(cfg, r["width"]) - 1 for r in summary
+        gaps = [r["test_loss_mean"] / fcn_bound(cfg, r["width"]) - 1 for r in summary
                 if r["model"] == "fcn" and r["width"] < cfg["seq_len"] * cfg["token_dim"]]
         check = (f"every FCN below T*d sits at or above its bound (within 3 standard "
                  f"errors of its held-out loss): {sum(above)} of {len(above)} fits"
@@ -157,8 +158,8 @@ class WidthSeparation(Experiment):
                  "(theory.fcn_lower_bound with the width).", ""]
         rows = []
         for w in sorted({r["width"] for r in summary}):
-            cells = [str(w), fmt(_bound(cfg, w), ".3f"),
-                     fmt(1 - _bound(cfg, w) / _zero(cfg), ".3f")]
+            cells = [str(w), fmt(fcn_bound(cfg, w), ".3f"),
+                     fmt(1 - fcn_bound(cfg, w) / _zero(cfg), ".3f")]
             for model in MODELS:
                 r = find(summary, model=model, width=w)
                 cells += [fmt_spread(r, "test_loss"), fmt_spread(r, "test_r2")]
