@@ -2,7 +2,7 @@
 
 Two things are known here and nowhere else:
 
-- **What a parameter accepts** (``CONSTRAINTS``): scikit-learn's own
+- **What a parameter accepts** (``TRANSFORMER``, ``FCN``): scikit-learn's own
   parameter constraints (``sklearn.utils._param_validation``, the machinery
   behind ``_parameter_constraints`` and ``check_param_validation``), for the
   package's parameters and for those the estimators inherit from skorch.
@@ -43,10 +43,10 @@ class _NotBool:
 
 
 class Count(_NotBool, Interval):
-    """An integer in an interval, bools refused."""
+    """An integer >= ``left``, bools refused."""
 
-    def __init__(self, left, right=None):
-        super().__init__(Integral, left, right, closed="both" if right is not None else "left")
+    def __init__(self, left):
+        super().__init__(Integral, left, None, closed="left")
 
 
 class NonNegative(_NotBool, Interval):
@@ -298,5 +298,7 @@ def is_structural(name):
 
     Unlike ``group_of``, a name no rule covers is simply not structural.
     """
-    prefix = name.split("__", 1)[0]
-    return (PREFIX_GROUPS.get(prefix) if "__" in name else GROUPS.get(name)) == "structural"
+    try:
+        return group_of(name) == "structural"
+    except KeyError:
+        return False

@@ -32,12 +32,18 @@ def trace_steps(steps_per_doubling, max_step):
     >>> trace_steps(2, 40)
     [0, 1, 2, 3, 4, 6, 8, 11, 16, 23, 32]
     """
-    steps, k = [0], 0
-    while (step := round(2 ** (k / steps_per_doubling))) <= max_step:
-        if step > steps[-1]:
-            steps.append(step)
-        k += 1
+    steps = [0]
+    while (step := _next_step(steps[-1], steps_per_doubling)) <= max_step:
+        steps.append(step)
     return steps
+
+
+def _next_step(step, steps_per_doubling):
+    """The first round(2^(k / steps_per_doubling)) after ``step``."""
+    k = math.floor(steps_per_doubling * math.log2(max(step, 1)))
+    while round(2 ** (k / steps_per_doubling)) <= step:
+        k += 1
+    return round(2 ** (k / steps_per_doubling))
 
 
 class AlignmentRecorder(Callback):
@@ -100,10 +106,12 @@ class AlignmentRecorder(Callback):
     def _matrix(self, net):
         return getattr(net.module_, self.param).detach()
 
-    def _record(self, net, step, seen):
+    def _measure(self, net):
         W = self._matrix(net)
-        return {"step": step, "sequences_seen": seen, "alignment": identity_alignment(W),
-                "w_scale": float(W.diagonal().mean())}
+        return {"alignment": identity_alignment(W), "w_scale": float(W.diagonal().mean())}
+
+    def _record(self, net, step, seen):
+        return {"step": step, "sequences_seen": seen, **self._measure(net)}
 
     def on_train_begin(self, net, X=None, y=None, **kwargs):
         W = getattr(net.module_, self.param, None)
@@ -122,19 +130,13 @@ class AlignmentRecorder(Callback):
         else:  # training continues: so does the count
             self.step_, self.seen_ = last["step"], last["sequences_seen"]
             self.pending_ = []
-        self.next_ = self._next_mark(self.step_)
+        self.next_ = _next_step(self.step_, self.steps_per_doubling)
 
     def _last_record(self, net):
         for row in reversed(net.history):
             if row.get(self.trace_key):
                 return row[self.trace_key][-1]
         return None
-
-    def _next_mark(self, step):
-        k = math.floor(self.steps_per_doubling * math.log2(max(step, 1)))
-        while round(2 ** (k / self.steps_per_doubling)) <= step:
-            k += 1
-        return round(2 ** (k / self.steps_per_doubling))
 
     def on_batch_end(self, net, batch=None, training=False, **kwargs):
         if not training or self.trace_key is None:
@@ -143,16 +145,17 @@ class AlignmentRecorder(Callback):
         self.seen_ += len(batch[0])
         if self.step_ >= self.next_:
             self.pending_.append(self._record(net, self.step_, self.seen_))
-            self.next_ = self._next_mark(self.step_)
+            self.next_ = _next_step(self.step_, self.steps_per_doubling)
 
     def on_epoch_end(self, net, **kwargs):
-        W = self._matrix(net)
-        net.history.record(self.key, identity_alignment(W))
+        measured = self._measure(net)
+        net.history.record(self.key, measured["alignment"])
         if self.scale_key is not None:
-            net.history.record(self.scale_key, float(W.diagonal().mean()))
+            net.history.record(self.scale_key, measured["w_scale"])
         if self.trace_key is not None:
             if not self.pending_ or self.pending_[-1]["step"] != self.step_:
-                self.pending_.append(self._record(net, self.step_, self.seen_))
+                self.pending_.append({"step": self.step_, "sequences_seen": self.seen_,
+                                      **measured})
             net.history.record(self.trace_key, self.pending_)
             self.pending_ = []
 

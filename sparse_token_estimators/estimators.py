@@ -21,7 +21,7 @@ import torch
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
-from skorch import NeuralNetRegressor
+from skorch import NeuralNet, NeuralNetRegressor
 from skorch.dataset import ValidSplit, unpack_data
 from skorch.utils import is_dataset, to_numpy, to_tensor
 from torch.utils.data import TensorDataset
@@ -79,11 +79,11 @@ def _same_device(a, b):
     return (current if a.index is None else a.index) == (current if b.index is None else b.index)
 
 
-def _generator_on(rng, device):
-    """``rng`` on ``device``: its state where the kinds agree, else seeded from it."""
+def _generator_on(kind, state, device):
+    """A generator on ``device`` continuing one of device type ``kind`` whose
+    state is ``state``: that state where the kinds agree, else seeded from it."""
     moved = torch.Generator(device=device)
-    state = rng.get_state()
-    if moved.device.type == rng.device.type:
+    if moved.device.type == kind:
         moved.set_state(state)
     else:  # CPU and CUDA generators have different states
         moved.manual_seed(int(state.sum()))
@@ -368,7 +368,8 @@ class _SparseTokenRegressor(NeuralNetRegressor):
             optimizer = getattr(self, name + "_", None)
             if optimizer is not None:  # loading casts its state to the parameters' device
                 optimizer.load_state_dict(optimizer.state_dict())
-        self.torch_rng_ = _generator_on(self.torch_rng_, self.device)
+        rng = self.torch_rng_
+        self.torch_rng_ = _generator_on(rng.device.type, rng.get_state(), self.device)
 
     def _rebuild_changed_components(self):
         # warm_start / partial_fit keep skorch's criterion, optimizer and
@@ -604,11 +605,10 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         in float32.
         """
         X = self._check_X(X)
-        nonlinearity = self._get_predict_nonlinearity()
         with self._device_scope():
             self._apply_to_fitted()
-            batches = [to_numpy(nonlinearity(out)) for out in self.forward_iter(X)]
-        return np.concatenate(batches).astype(np.float64)
+            # skorch's prediction loop (this class hides predict_proba itself)
+            return NeuralNet.predict_proba(self, X).astype(np.float64)
 
     @property
     def predict_proba(self):
@@ -654,13 +654,7 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         if requested == "auto":
             self.__dict__["device"] = "auto"
         if rng_state is not None:
-            rng = torch.Generator(device=resolve_device(self.device))
-            kind, saved = rng_state
-            if kind == rng.device.type:
-                rng.set_state(saved)
-            else:  # CPU and CUDA generators have different states
-                rng.manual_seed(int(saved.sum()))
-            self.torch_rng_ = rng
+            self.torch_rng_ = _generator_on(*rng_state, resolve_device(self.device))
 
     def _upgrade_state(self, state):
         """Read a pickle of 0.1.0, whose fitted state this version cannot use."""

@@ -337,9 +337,9 @@ class LearnedPositionalEncoding(_PositionalEncoding):
         super().__init__(pe_dim, max_seq_len)
         self.table = nn.Parameter(random_unit_vectors(max_seq_len, pe_dim))
 
-    def forward(self, shape, noise=None):
-        self.check_length(shape[-1])
-        return self.table[:shape[-1]].view(1, 1, shape[-1], -1)  # (1, 1, T, d_p)
+    # the fixed encoding's lookup, of a trainable table (not a subclass of it:
+    # check_length names an encoding by its class)
+    forward = FixedPositionalEncoding.forward
 
 
 class RandomizedPositionalEncoding(_PositionalEncoding):
