@@ -9,7 +9,7 @@ above ``alignment_final`` (mean over seeds, and seed by seed), however early
 in training it got there.
 """
 
-from ._experiment import Experiment, claim, fmt_spread, markdown_table, summarise
+from ._experiment import Experiment, claim, fmt_spread, markdown_table, run_seeds, summarise
 from ._figures import band, pyplot, task_title
 from ._fits import Fit
 
@@ -50,7 +50,7 @@ class Alignment(Experiment):
             points = trace("paper", seed)
             return bool(points) and points[-1][1] >= threshold
 
-        seeds = [cfg["seed"] + k for k in range(cfg["n_seeds"])]
+        seeds = run_seeds(cfg)
         per_seed = [holds(s) for s in seeds]
         starts = [trace("paper", s)[0] for s in seeds]
         paper = [r for r in section["summary"] if r["model"] == "paper"]

@@ -143,6 +143,11 @@ def markdown_table(header, rows, align=None):
         "| " + " | ".join(str(c) for c in row) + " |" for row in rows]
 
 
+def run_seeds(cfg):
+    """The seeds of a run, from its configuration as stored in the results."""
+    return [cfg["seed"] + k for k in range(cfg["n_seeds"])]
+
+
 def find(rows, **match):
     """The first row whose items include ``match`` (None if none)."""
     return next((r for r in rows if all(r.get(k) == v for k, v in match.items())), None)

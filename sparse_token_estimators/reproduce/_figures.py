@@ -11,6 +11,9 @@ from pathlib import Path
 import numpy as np
 
 #: one colour and marker per model, in every figure
+#: the models' names in table headers and short legends
+SHORT = {"fcn": "FCN", "paper": "paper's model", "ensemble": "ensemble (ext.)"}
+
 STYLES = {
     "fcn": {"color": "tab:red", "marker": "s"},
     "paper": {"color": "tab:blue", "marker": "o"},

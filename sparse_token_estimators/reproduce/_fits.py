@@ -116,10 +116,6 @@ def describe_models(config, models=None):
             for key in (models or MODELS)}
 
 
-#: what a fit trains on
-DATA = ("sample", "population")
-
-
 @dataclass(frozen=True, order=True)
 class Fit:
     """One model the run fits, once per seed.

@@ -17,7 +17,16 @@ generalisation improves as d_p grows.
 
 import math
 
-from ._experiment import Experiment, claim, find, fmt_spread, markdown_table, spread, summarise
+from ._experiment import (
+    Experiment,
+    claim,
+    find,
+    fmt_spread,
+    markdown_table,
+    run_seeds,
+    spread,
+    summarise,
+)
 from ._figures import band, powers_of_two_ticks, pyplot, task_title
 from ._fits import Fit, model_name
 
@@ -87,7 +96,7 @@ class LengthGeneralisation(Experiment):
                     and r2("fixed", 1, seed) >= t["fixed_r2_at_T"]
                     and r2("fixed", 4, seed) <= t["fixed_r2_at_4T"])
 
-        seeds = [cfg["seed"] + k for k in range(cfg["n_seeds"])]
+        seeds = run_seeds(cfg)
         per_seed = [holds(s) for s in seeds]
 
         def curve(model):

@@ -33,13 +33,18 @@ from ._experiment import (
     markdown_table,
     summarise,
 )
-from ._figures import STYLES, band, powers_of_two_ticks, pyplot, task_title
+from ._figures import SHORT, STYLES, band, powers_of_two_ticks, pyplot, task_title
 from ._fits import Fit
-from ._width_separation import fcn_bound, judged_widths
+from ._width_separation import (
+    ensemble_evidence,
+    fcn_bound,
+    fcns_at_or_above_bound,
+    judge_below_bound,
+    judged_widths,
+)
 
 MODELS = ("fcn", "paper", "ensemble")
 VALUES = ("test_loss", "test_r2", "train_loss", "bound_ratio")
-SHORT = {"fcn": "FCN", "paper": "paper's model", "ensemble": "ensemble (ext.)"}
 
 
 def population_grid(config):
@@ -112,18 +117,8 @@ class Population(Experiment):
         grid = {r["width"] for r in section["rows"] if r["model"] == "paper"}
         widths = [w for w in judged_widths(cfg) if w in grid]
 
-        def holds(loss_at):
-            return bool(widths) and all(loss_at(w) <= (1 - margin) * fcn_bound(cfg, w)
-                                        for w in widths)
-
-        def mean_loss(w):
-            return find(section["summary"], model="paper", data="population",
-                        width=w)["test_loss_mean"]
-
-        seeds = [cfg["seed"] + k for k in range(cfg["n_seeds"])]
-        per_seed = [holds(lambda w, s=s: find(section["rows"], model="paper", width=w,
-                                              data="population", seed=s)["test_loss"])
-                    for s in seeds]
+        supported, per_seed = judge_below_bound(cfg, section, widths, margin,
+                                                data="population")
         evidence = []
         for w in widths:
             p = find(section["summary"], model="paper", data="population", width=w)
@@ -134,15 +129,11 @@ class Population(Experiment):
             if f is not None:
                 text += f"; the FCN on the population {fmt_spread(f, 'test_loss')}"
             evidence.append(text)
-        ens = [r for r in section["summary"] if r["model"] == "ensemble"
-               and r["data"] == "population"]
-        if ens:
-            evidence.append("extension (not judged): " + ", ".join(
-                f"width {r['width']}: loss {r['test_loss_mean']:.3f} "
-                f"({r['test_loss_mean'] / fcn_bound(cfg, r['width']):.2f}x the bound)"
-                for r in ens))
-        fcn = [r for r in section["rows"] if r["model"] == "fcn" and r["data"] == "population"]
-        above = [r["test_loss"] >= r["fcn_bound"] - 3 * r["test_loss_se"] for r in fcn]
+        evidence += ensemble_evidence(cfg, [r for r in section["summary"]
+                                            if r["model"] == "ensemble"
+                                            and r["data"] == "population"])
+        above = fcns_at_or_above_bound([r for r in section["rows"] if r["model"] == "fcn"
+                                        and r["data"] == "population"])
         check = (f"every population-trained FCN below T*d sits at or above its bound (within "
                  f"3 standard errors of its held-out loss): {sum(above)} of {len(above)} fits")
         return [claim(
@@ -156,7 +147,7 @@ class Population(Experiment):
                 "below it at every such width. Fresh data cannot take an FCN below its "
                 "bound (a theorem; the sanity check)."
             ),
-            supported=holds(mean_loss), seeds_supporting=sum(per_seed), n_seeds=len(seeds),
+            supported=supported, seeds_supporting=sum(per_seed), n_seeds=len(per_seed),
             evidence="; ".join(evidence) or "no width to judge", checks=[(check, all(above))],
         )]
 
@@ -266,7 +257,7 @@ def plot_population(results):
     ax_gap.axhline(0, color="black", linewidth=0.5)
     ax_gap.set_xscale("log")
     powers_of_two_ticks(ax_gap.xaxis, widths)
-    ax_gap.set(xlabel="width", ylabel="fixed-sample loss - population loss",
+    ax_gap.set(xlabel="width", ylabel="fixed-sample - population loss (summed over d)",
                title="Estimation error")
     ax_gap.legend(fontsize=7)
     fig.suptitle(task_title(cfg), fontsize=9)

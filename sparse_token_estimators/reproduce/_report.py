@@ -13,7 +13,7 @@ import json
 import math
 from pathlib import Path
 
-from ._experiment import markdown_table
+from ._experiment import markdown_table, run_seeds
 from ._figures import save_figures
 from ._registry import EXPERIMENTS
 
@@ -124,7 +124,7 @@ def summary_markdown(results, *, figures=True):
     ``write_outputs`` writes it as summary.md (see its example).
     """
     cfg, theory = results["config"], results["theory"]
-    seeds = ", ".join(str(cfg["seed"] + k) for k in range(cfg["n_seeds"]))
+    seeds = ", ".join(str(seed) for seed in run_seeds(cfg))
     lines = [
         "# Sparse token selection: reproduction summary",
         "",
@@ -174,7 +174,8 @@ def summary_markdown(results, *, figures=True):
         lines += ["", f"## {experiment.title}", ""] + experiment.summary(results)
     per_experiment, per_model = timing_rows(results)
     lines += ["", "## Where the time went", "",
-              "CPU seconds of the fits (one thread each; a fit shared between experiments "
+              "CPU seconds of the fits, summed over the seeds (one thread each; a fit shared "
+              "between experiments "
               "counts in each; 'own': the fits no other experiment uses; the learning "
               "curves' fits: wall seconds in their worker).", ""]
     lines += markdown_table(["experiment", "fits", "shared", "CPU s", "own CPU s"],

@@ -30,11 +30,10 @@ interpolated. All of it is measured, not a claim of the paper: no verdict.
 import math
 
 from ._experiment import Experiment, find, loglog_slope, markdown_table, summarise
-from ._figures import STYLES, band, pyplot, task_title
+from ._figures import SHORT, STYLES, band, pyplot, task_title
 from ._fits import Fit, model_name, training
 
 MODELS = ("paper", "ensemble", "fcn")
-SHORT = {"fcn": "FCN", "paper": "paper's model", "ensemble": "ensemble (ext.)"}
 
 
 def smallest_n(sizes, r2, target):

@@ -25,9 +25,10 @@ from ._experiment import (
     fmt,
     fmt_spread,
     markdown_table,
+    run_seeds,
     summarise,
 )
-from ._figures import STYLES, band, powers_of_two_ticks, pyplot, task_title
+from ._figures import SHORT, STYLES, band, powers_of_two_ticks, pyplot, task_title
 from ._fits import Fit
 
 MODELS = ("fcn", "paper", "ensemble")
@@ -90,19 +91,7 @@ class WidthSeparation(Experiment):
         widths = judged_widths(cfg)
         summary = section["summary"]
 
-        def below(loss, width):
-            return loss <= (1 - margin) * fcn_bound(cfg, width)
-
-        def holds(get_loss):
-            return bool(widths) and all(below(get_loss(w), w) for w in widths)
-
-        def mean_loss(w):
-            row = find(summary, model="paper", width=w)
-            return row["test_loss_mean"] if row else math.nan
-
-        per_seed = [holds(lambda w, s=seed: find(section["rows"], model="paper", width=w,
-                                                  seed=s)["test_loss"])
-                    for seed in _seeds(cfg)]
+        supported, per_seed = judge_below_bound(cfg, section, widths, margin)
         evidence = []
         for w in widths:
             p, f = find(summary, model="paper", width=w), find(summary, model="fcn", width=w)
@@ -114,16 +103,10 @@ class WidthSeparation(Experiment):
             if f is not None:
                 text += f"; FCN {fmt_spread(f, 'test_loss')}"
             evidence.append(text)
-        ens = [r for r in summary if r["model"] == "ensemble"
-               and r["width"] < cfg["seq_len"] * cfg["token_dim"]]
-        if ens:
-            evidence.append("extension (not judged): " + ", ".join(
-                f"width {r['width']}: loss {r['test_loss_mean']:.3f} "
-                f"({r['test_loss_mean'] / fcn_bound(cfg, r['width']):.2f}x the bound)"
-                for r in ens))
-        fcn_rows = [r for r in section["rows"] if r["model"] == "fcn"
-                    and r["width"] < cfg["seq_len"] * cfg["token_dim"]]
-        above = [r["test_loss"] >= r["fcn_bound"] - 3 * r["test_loss_se"] for r in fcn_rows]
+        evidence += ensemble_evidence(cfg, [r for r in summary if r["model"] == "ensemble"
+                                            and r["width"] < cfg["seq_len"] * cfg["token_dim"]])
+        above = fcns_at_or_above_bound([r for r in section["rows"] if r["model"] == "fcn"
+                                        and r["width"] < cfg["seq_len"] * cfg["token_dim"]])
         gaps = [r["test_loss_mean"] / fcn_bound(cfg, r["width"]) - 1 for r in summary
                 if r["model"] == "fcn" and r["width"] < cfg["seq_len"] * cfg["token_dim"]]
         check = (f"every FCN below T*d sits at or above its bound (within 3 standard "
@@ -140,7 +123,7 @@ class WidthSeparation(Experiment):
                 f"transformer goes clearly below it: mean held-out loss at least "
                 f"{margin:.0%} below the bound at every such width."
             ),
-            supported=holds(mean_loss), seeds_supporting=sum(per_seed),
+            supported=supported, seeds_supporting=sum(per_seed),
             n_seeds=len(per_seed), evidence="; ".join(evidence) or "no width to judge",
             checks=[(check, all(above))],
         )]
@@ -166,21 +149,48 @@ class WidthSeparation(Experiment):
             rows.append(cells)
         header = ["width", "FCN bound", "R^2 ceiling"]
         for model in MODELS:
-            short = {"fcn": "FCN", "paper": "paper's model",
-                     "ensemble": "ensemble (ext.)"}[model]
-            header += [f"{short} loss", f"{short} R^2"]
+            header += [f"{SHORT[model]} loss", f"{SHORT[model]} R^2"]
         return lines + markdown_table(header, rows)
 
     def figures(self):
         return {"width_separation.png": plot_width_separation}
 
 
+def judge_below_bound(cfg, section, widths, margin, **match):
+    """Whether the paper's model is at least ``margin`` below the FCN bound at
+    every width of ``widths``: on the mean over seeds, and per seed, for the
+    rows and summary of ``section`` that also match ``match``."""
+
+    def holds(loss_at):
+        return bool(widths) and all(loss_at(w) <= (1 - margin) * fcn_bound(cfg, w)
+                                    for w in widths)
+
+    def mean_loss(w):
+        row = find(section["summary"], model="paper", width=w, **match)
+        return row["test_loss_mean"] if row else math.nan
+
+    per_seed = [holds(lambda w, s=seed: find(section["rows"], model="paper", width=w, seed=s,
+                                             **match)["test_loss"])
+                for seed in run_seeds(cfg)]
+    return holds(mean_loss), per_seed
+
+
+def ensemble_evidence(cfg, rows):
+    """The ensemble's losses beside the bound, shown and not judged."""
+    if not rows:
+        return []
+    return ["extension (not judged): " + ", ".join(
+        f"width {r['width']}: loss {r['test_loss_mean']:.3f} "
+        f"({r['test_loss_mean'] / fcn_bound(cfg, r['width']):.2f}x the bound)" for r in rows)]
+
+
+def fcns_at_or_above_bound(rows):
+    """Per FCN fit: at or above its bound within 3 standard errors of its loss."""
+    return [r["test_loss"] >= r["fcn_bound"] - 3 * r["test_loss_se"] for r in rows]
+
+
 def _zero(cfg):
     return zero_predictor_loss(cfg["token_dim"], cfg["n_selected"])
-
-
-def _seeds(cfg):
-    return [cfg["seed"] + k for k in range(cfg["n_seeds"])]
 
 
 def plot_width_separation(results):
