@@ -42,6 +42,9 @@ from sparse_token_estimators import SparseTokenFCN, SparseTokenTransformer, make
 from sparse_token_estimators.modules import FullyConnectedNet, SparseTokenAttention
 
 SEQ_LEN, TOKEN_DIM, N_SELECTED = 20, 8, 3
+#: training sequences of a timed fit, by (on a GPU, --quick)
+FIT_SAMPLES = {(False, False): 20000, (False, True): 8000,
+               (True, False): 100000, (True, True): 50000}
 
 #: name -> (estimator class, module class, its parameters, learning rate)
 MODELS = {
@@ -157,8 +160,7 @@ def main():
     on_gpu = args.device.startswith("cuda")
     repeats = common.setup(args, repeats=3 if on_gpu else 5, quick_repeats=3)
     if args.n_samples is None:
-        args.n_samples = {(False, False): 20000, (False, True): 8000,
-                          (True, False): 100000, (True, True): 50000}[on_gpu, args.quick]
+        args.n_samples = FIT_SAMPLES[on_gpu, args.quick]
     args.epochs = args.epochs or (2 if args.quick else 3)
     args.batch_size = args.batch_size or (4096 if on_gpu else 256)
     cases = {"hand loop", *(c.strip() for c in args.cases.split(","))}

@@ -32,18 +32,13 @@ from joblib import effective_n_jobs
 import common
 from sparse_token_estimators import reproduce
 from sparse_token_estimators.reproduce._fits import Fit
-from sparse_token_estimators.reproduce._report import fit_seconds, timing_rows
+from sparse_token_estimators.reproduce._report import fit_kind, fit_seconds, timing_rows
 
 
 def estimated(row, config):
     return Fit(row["model"], row.get("hidden_width") or row.get("pe_dim"), row["seq_len"],
                row.get("data", "sample"), row.get("n_train", 0),
                row.get("max_steps", 0)).cost(config)
-
-
-def _kind(fit):
-    """The ``data`` column of ``timing_rows``' rows for a fit."""
-    return fit.get("data", "sample") + (" (learning curve)" if fit.get("max_steps") else "")
 
 
 def main():
@@ -70,10 +65,13 @@ def main():
         results = reproduce.run(config, progress=not args.quick)
         results["elapsed_s"] = time.perf_counter() - start
     per_experiment, per_model = timing_rows(results)
+    estimates = {}
+    for f in results["fits"]:
+        key = (f["model_name"], f["seq_len"], fit_kind(f))
+        estimates[key] = estimates.get(key, 0.0) + estimated(f, config)
     for row in per_model:
-        fits = [f for f in results["fits"] if (f["model_name"], f["seq_len"]) == (
-            row["model_name"], row["seq_len"]) and _kind(f) == row["data"]]
-        row["cpu / estimate"] = row["cpu_s"] / sum(estimated(f, config) for f in fits)
+        row["cpu / estimate"] = row["cpu_s"] / estimates[
+            row["model_name"], row["seq_len"], row["data"]]
     cpu = sum(fit_seconds(f) for f in results["fits"])
     workers = effective_n_jobs(config.n_jobs)
     run_row = {"scale": args.scale if args.source is None else str(args.source),

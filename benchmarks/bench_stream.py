@@ -149,8 +149,7 @@ def main():
         args.n_samples = {(False, False): 100000, (False, True): 20000,
                           (True, False): 200000, (True, True): 100000}[on_gpu, args.quick]
     if args.fit_samples is None:
-        args.fit_samples = {(False, False): 20000, (False, True): 8000,
-                            (True, False): 100000, (True, True): 50000}[on_gpu, args.quick]
+        args.fit_samples = bench_fit.FIT_SAMPLES[on_gpu, args.quick]
     args.epochs = args.epochs or (2 if args.quick else 3)
     args.batch_size = args.batch_size or (4096 if on_gpu else 256)
     batch_sizes = sorted({args.batch_size, 65536 if on_gpu else 4096})

@@ -27,6 +27,7 @@ import common
 from sparse_token_estimators import SparseTokenTransformer, make_sparse_selection
 from sparse_token_estimators.modules import SparseTokenAttention
 from sparse_token_estimators.positional import ENCODINGS
+from sparse_token_estimators.theory import zero_predictor_loss
 
 TASK = dict(seq_len=20, token_dim=8, n_selected=3)
 FACTORS = (1, 2, 4, 8)
@@ -123,7 +124,7 @@ def sinusoidal_diagnosis(n_train, n_test, lbfgs_rounds):
     data = [tuple(torch.as_tensor(a).double()
                   for a in make_sparse_selection(n, random_state=seed, **TASK))
             for n, seed in ((n_train, 0), (n_test, 1))]
-    zero_loss = TASK["token_dim"] / TASK["n_selected"]  # the loss of predicting 0
+    zero_loss = zero_predictor_loss(TASK["token_dim"], TASK["n_selected"])
 
     def r2(X, y):
         with torch.no_grad():

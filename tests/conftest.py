@@ -26,6 +26,15 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
+def smoke_results():
+    """The results of ``reproduce.run(SMOKE)``: seconds, every step of the
+    pipeline, no claim. Shared: copy it before changing it."""
+    from sparse_token_estimators import reproduce
+
+    return reproduce.run(reproduce.SMOKE, progress=False)
+
+
+@pytest.fixture(scope="session")
 def task():
     """Training data of the small task: 3000 samples."""
     return make_sparse_selection(3000, **SMALL_TASK, random_state=0)

@@ -7,6 +7,7 @@ import joblib
 import numpy as np
 import pytest
 import torch
+from _weights import assert_same_weights, weights
 from numpy.testing import assert_array_equal
 from sklearn.exceptions import FitFailedWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV
@@ -34,15 +35,6 @@ def one_thread():
     torch.set_num_threads(1)
 
 
-def weights(est):
-    return {k: v.detach().clone() for k, v in est.module_.state_dict().items()}
-
-
-def assert_same_weights(a, b):
-    wa, wb = weights(a), weights(b)
-    assert wa.keys() == wb.keys()
-    for name in wa:
-        assert torch.equal(wa[name], wb[name]), name
 
 
 # -- divergence ---------------------------------------------------------------

@@ -11,6 +11,7 @@ import copy
 import numpy as np
 import pytest
 import torch
+from _weights import assert_same_weights, weights
 from numpy.testing import assert_array_equal
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
@@ -51,14 +52,6 @@ def fitted(request, fitted_models):
     return {name: copy.deepcopy(est) for name, est in fitted_models.items()}
 
 
-def weights(est):
-    return {k: v.detach().clone() for k, v in est.module_.state_dict().items()}
-
-
-def assert_same_weights(a, b):
-    assert a.keys() == b.keys()
-    for key in a:
-        assert torch.equal(a[key], b[key]), key
 
 
 # -- the groups ---------------------------------------------------------------------

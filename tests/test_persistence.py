@@ -18,6 +18,7 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from _weights import assert_same_weights, weights
 from numpy.testing import assert_array_equal
 from skorch.callbacks import (
     Callback,
@@ -60,14 +61,6 @@ def make(name, **kwargs):
     return Estimator(**{**params, "random_state": 0, **kwargs})
 
 
-def weights(est):
-    return {k: v.detach().clone() for k, v in est.module_.state_dict().items()}
-
-
-def assert_same_weights(a, b):
-    assert a.keys() == b.keys()
-    for key in a:
-        assert torch.equal(a[key], b[key]), key
 
 
 # -- a new process, another random_state, the same predictions ------------------------

@@ -27,9 +27,9 @@ from sparse_token_estimators.reproduce._report import fit_seconds, timing_rows
 from sparse_token_estimators.reproduce._run import planned_fits
 
 
-@pytest.fixture(scope="module")
-def results():
-    return reproduce.run(SMOKE, progress=False)
+@pytest.fixture
+def results(smoke_results):
+    return smoke_results
 
 
 def test_every_fit_is_made_once_per_seed(results):

@@ -23,9 +23,9 @@ from sparse_token_estimators.reproduce._width_separation import judged_widths
 T, D, Q = SMOKE.seq_len, SMOKE.token_dim, SMOKE.n_selected
 
 
-@pytest.fixture(scope="module")
-def smoke():
-    return reproduce.run(SMOKE, progress=False)
+@pytest.fixture
+def smoke(smoke_results):
+    return smoke_results
 
 
 @pytest.fixture
@@ -33,8 +33,8 @@ def results(smoke):
     return copy.deepcopy(smoke)
 
 
-def verdict(results, name):
-    return next(c for c in assess_claims(results) if c["claim"] == name)
+def verdict(results, name, thresholds=THRESHOLDS):
+    return next(c for c in assess_claims(results, thresholds) if c["claim"] == name)
 
 
 # -- width separation -------------------------------------------------------------------
@@ -66,8 +66,7 @@ def test_separation_fails_within_the_margin_of_the_bound(results):
     c = verdict(results, "width separation")
     assert not c["supported"] and c["seeds_supporting"] == 1
     lenient = dict(THRESHOLDS, separation_margin=0.0)
-    assert next(c for c in assess_claims(results, lenient)
-                if c["claim"] == "width separation")["supported"]
+    assert verdict(results, "width separation", lenient)["supported"]
 
 
 def test_separation_reports_an_fcn_below_its_bound_as_a_failed_sanity_check(results):
@@ -107,8 +106,7 @@ def test_population_separation_fails_within_the_margin(results):
     c = verdict(results, "width separation on the population")
     assert not c["supported"] and c["seeds_supporting"] == 1
     lenient = dict(THRESHOLDS, population_margin=0.0)
-    assert next(c for c in assess_claims(results, lenient)
-                if c["claim"] == "width separation on the population")["supported"]
+    assert verdict(results, "width separation on the population", lenient)["supported"]
 
 
 def test_population_separation_is_judged_on_the_population_fits(results):

@@ -89,6 +89,11 @@ def fit_seconds(fit):
     return cpu if cpu is not None and math.isfinite(cpu) else fit["fit_s"]
 
 
+def fit_kind(fit):
+    """What a fit record trained on, as the timing tables name it."""
+    return fit.get("data", "sample") + (" (learning curve)" if fit.get("max_steps") else "")
+
+
 def timing_rows(results):
     """CPU seconds of the fits, per experiment and per model, T and kind of data.
 
@@ -106,7 +111,7 @@ def timing_rows(results):
                      "own_cpu_s": sum(fit_seconds(f) for f in used if len(f["used_by"]) == 1)})
     by_model = {}
     for f in fits:
-        kind = f.get("data", "sample") + (" (learning curve)" if f.get("max_steps") else "")
+        kind = fit_kind(f)
         key = (f["model_name"], f["seq_len"], kind)
         entry = by_model.setdefault(key, {"model_name": key[0], "seq_len": key[1],
                                           "data": kind, "fits": 0, "cpu_s": 0.0,
