@@ -308,3 +308,10 @@ def test_cli_refuses_bad_arguments_before_any_fit(argv, message, capsys):
     with pytest.raises(SystemExit):
         cli.main(argv + ["--no-plots"])
     assert message in capsys.readouterr().err
+
+
+def test_config_refuses_length_factors_without_the_judged_lengths():
+    # the length claim reads R^2 at T and 4T: without them it has nothing to judge
+    with pytest.raises(ValueError, match="must include 1 and 4"):
+        replace(SMOKE, length_factors=(1, 2))
+    assert replace(SMOKE, length_factors=(1, 4, 16)).length_factors == (1, 4, 16)

@@ -78,8 +78,9 @@ class ReproductionConfig:
         multiples of T d, and at T = ``seq_len`` also the transformer widths
         below T d (equal widths).
     length_factors : tuple of int
-        Named test lengths, multiples of ``seq_len``; the largest ends the
-        dense length grid.
+        Named test lengths, multiples of ``seq_len``, including 1 and 4 (the
+        length claim is judged at T and 4T); the largest ends the dense
+        length grid.
     n_lengths : int
         Points of the dense length grid, from q to the largest length.
     scaling_factors : tuple of float
@@ -165,6 +166,13 @@ class ReproductionConfig:
     sample_target_r2: float = 0.9
     device: str = "auto"
     n_jobs: int = -1
+
+    def __post_init__(self):
+        if not {1, 4} <= set(self.length_factors):
+            raise ValueError(
+                f"length_factors={self.length_factors!r} must include 1 and 4: the length "
+                "claim is judged at T and 4T; add them, e.g. (1, 2, 4, 8)."
+            )
 
     def seeds(self):
         """The seeds of the run."""
