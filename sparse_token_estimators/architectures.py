@@ -1,0 +1,344 @@
+"""More architectures for the task: a standard transformer encoder and recurrent nets.
+
+Torch modules only (they know nothing of scikit-learn), beside the paper's two
+in ``modules``. Every ``forward`` takes ``X`` of shape ``(B, T, d + 1)``,
+tokens followed by the selection indicator (see ``_layout``), and returns
+``(B, d)``.
+
+- :class:`TransformerEncoder`: the transformer people train, written as
+  nanoGPT writes its blocks: tokens and indicator projected to ``d_model``,
+  ``n_layers`` pre-norm blocks of multi-head softmax self-attention (trainable
+  queries, keys, values and output projection) and an MLP, each with a
+  residual, then one d-vector per sequence by attention pooling with a
+  learned query. Positional encodings: the five of ``positional`` (added to
+  the input), ``"rope"`` (rotary, on the queries and keys of every block) and
+  ``"none"``.
+- :class:`RecurrentNet`: a GRU, LSTM or plain (tanh) RNN reading the sequence
+  token by token; the d-vector is a linear map of its last hidden state.
+
+The task is permutation invariant (the target averages the selected tokens
+in any order) and the indicator channel names the subset, so neither needs a
+position to solve it: attention can select by content, the indicator. Where
+the paper's model needs positional vectors to build its query, this encoder
+may use none.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .positional import ENCODINGS
+
+#: ``positional_encoding`` options of :class:`TransformerEncoder`: the package's
+#: five (added to the input), rotary (on queries and keys) and none
+ENCODER_ENCODINGS = (*ENCODINGS, "rope", "none")
+
+#: ``cell`` options of :class:`RecurrentNet` and the torch module of each
+CELLS = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
+
+
+def _names(options):
+    return ", ".join(repr(name) for name in options)
+
+
+def check_encoder_sizes(d_model, n_heads, positional_encoding):
+    """Raise ValueError if the encoder's sizes do not fit together.
+
+    The estimators call it before building anything; the module calls it too.
+
+    Examples
+    --------
+    >>> check_encoder_sizes(32, 4, "rope")
+    >>> try:
+    ...     check_encoder_sizes(30, 4, "none")
+    ... except ValueError as exc:
+    ...     print(str(exc)[:43])
+    d_model=30 must be a multiple of n_heads=4:
+    """
+    if d_model % n_heads:
+        raise ValueError(
+            f"d_model={d_model} must be a multiple of n_heads={n_heads}: each head "
+            f"gets d_model / n_heads channels. Use d_model={n_heads * -(-d_model // n_heads)} "
+            f"or an n_heads that divides {d_model}."
+        )
+    if positional_encoding == "rope" and (d_model // n_heads) % 2:
+        raise ValueError(
+            f"Rotary positions rotate pairs of channels, so d_model / n_heads must be "
+            f"even; got d_model={d_model}, n_heads={n_heads} ({d_model // n_heads} per "
+            f"head). Use d_model={2 * d_model} or another n_heads."
+        )
+    if positional_encoding == "sinusoidal" and d_model % 2:
+        raise ValueError(
+            f"The sinusoidal encoding pairs a sin and a cos per frequency, so d_model "
+            f"must be even; got d_model={d_model}. Use d_model={d_model + 1}."
+        )
+
+
+class Rotary(nn.Module):
+    """Rotary position embedding (Su et al., "RoFormer", 2021) of queries and keys.
+
+    Channel pair (2k, 2k + 1) of position t is rotated by the angle
+    t / 10000^(2k / head_size), so that q_s . k_t depends on s - t only.
+    Defined at every position: any sequence length works.
+
+    Examples
+    --------
+    >>> import torch
+    >>> Rotary(8)(torch.ones(2, 3, 5, 8)).shape
+    torch.Size([2, 3, 5, 8])
+    """
+
+    def __init__(self, head_size):
+        super().__init__()
+        inv_freq = 10000.0 ** (-torch.arange(0, head_size, 2).float() / head_size)
+        # derived from head_size: a buffer that follows the device, not saved
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x):
+        T = x.shape[-2]
+        t = torch.arange(T, device=x.device, dtype=self.inv_freq.dtype)
+        angles = t[:, None] * self.inv_freq  # (T, hs / 2)
+        cos, sin = angles.cos(), angles.sin()  # (T, hs / 2)
+        x1, x2 = x[..., 0::2], x[..., 1::2]  # (B, nh, T, hs / 2) each
+        rotated = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+        return rotated.flatten(-2)  # (B, nh, T, hs)
+
+
+class SelfAttention(nn.Module):
+    """Multi-head softmax self-attention, every position to every other (no mask)."""
+
+    def __init__(self, d_model, n_heads, rotary=False):
+        super().__init__()
+        self.n_heads = n_heads
+        self.c_attn = nn.Linear(d_model, 3 * d_model)  # queries, keys, values of all heads
+        self.c_proj = nn.Linear(d_model, d_model)  # the output projection
+        self.rotary = Rotary(d_model // n_heads) if rotary else None
+
+    def forward(self, x):
+        B, T, C = x.shape  # (B, T, C)
+        q, k, v = self.c_attn(x).split(C, dim=2)  # (B, T, C) each
+        q, k, v = (t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2)
+                   for t in (q, k, v))  # (B, nh, T, hs)
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)
+        y = F.scaled_dot_product_attention(q, k, v)  # softmax(q k^T / sqrt(hs)) v: (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C): heads side by side
+        return self.c_proj(y)
+
+
+class MLP(nn.Module):
+    """The position-wise feed-forward net: C -> 4 C -> C with a GELU."""
+
+    def __init__(self, d_model):
+        super().__init__()
+        self.c_fc = nn.Linear(d_model, 4 * d_model)
+        self.c_proj = nn.Linear(4 * d_model, d_model)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x)))  # (B, T, C) -> (B, T, 4C) -> (B, T, C)
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block: x + attn(ln(x)), then x + mlp(ln(x))."""
+
+    def __init__(self, d_model, n_heads, rotary=False):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d_model)
+        self.attn = SelfAttention(d_model, n_heads, rotary=rotary)
+        self.ln_2 = nn.LayerNorm(d_model)
+        self.mlp = MLP(d_model)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))  # (B, T, C)
+        x = x + self.mlp(self.ln_2(x))  # (B, T, C)
+        return x
+
+
+class AttentionPooling(nn.Module):
+    """One vector per sequence: multi-head attention of a learned query over the T positions.
+
+    Unlike mean pooling (which would dilute the q selected tokens among T)
+    or reading one position (a class token would need a position to sit
+    at), a learned query can put its weight on the selected positions at any
+    length, as the target's average does.
+    """
+
+    def __init__(self, d_model, n_heads):
+        super().__init__()
+        self.n_heads = n_heads
+        self.query = nn.Parameter(torch.randn(d_model) / math.sqrt(d_model))
+        self.c_kv = nn.Linear(d_model, 2 * d_model)
+        self.c_proj = nn.Linear(d_model, d_model)
+
+    def forward(self, x):
+        B, T, C = x.shape  # (B, T, C)
+        hs = C // self.n_heads
+        k, v = self.c_kv(x).split(C, dim=2)  # (B, T, C) each
+        k, v = (t.view(B, T, self.n_heads, hs).transpose(1, 2) for t in (k, v))  # (B, nh, T, hs)
+        q = self.query.view(1, self.n_heads, 1, hs).expand(B, -1, -1, -1)  # (B, nh, 1, hs)
+        y = F.scaled_dot_product_attention(q, k, v)  # (B, nh, 1, hs)
+        return self.c_proj(y.reshape(B, C))  # (B, C)
+
+
+class TransformerEncoder(nn.Module):
+    """A standard transformer encoder with attention pooling, for sparse token selection.
+
+    ``h = W_in [x_i; s_i] + p_i`` (tokens and indicator projected to
+    ``d_model``, plus the positional vector where the encoding adds one),
+    ``n_layers`` pre-norm :class:`Block` s, a final layer norm,
+    :class:`AttentionPooling` to one vector and a linear map to R^d.
+
+    Random encodings ("stochastic", "randomized") consume random input, made
+    by :meth:`draw_noise` and passed to ``forward(X, noise=...)``, as in
+    :class:`~sparse_token_estimators.modules.SparseTokenAttention`: fresh
+    for every sequence in training; in eval mode one draw seeded from
+    ``eval_seed`` and shared by the batch, so that a prediction depends on
+    its own sequence only.
+
+    Parameters
+    ----------
+    token_dim : int
+        Token dimension d.
+    d_model : int
+        Width C of every position's vector.
+    n_heads : int
+        Attention heads; must divide ``d_model``.
+    n_layers : int
+        Transformer blocks (0: attention pooling straight on the input
+        projection).
+    positional_encoding : str
+        One of ``ENCODER_ENCODINGS``: the five of ``positional`` (vectors of
+        dimension ``d_model`` added to the input projection, scaled by
+        sqrt(d_model) so that each coordinate is of order 1, as the
+        projection's), ``"rope"`` or ``"none"``.
+    max_seq_len : int
+        Size of the table of the "fixed", "learned" and "randomized"
+        encodings: the longest sequence they accept. Unused by the others.
+    eval_seed : int
+        Seed of the eval-mode positional draws; an int64 buffer, part of the
+        ``state_dict``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sparse_token_estimators import make_sparse_selection
+    >>> X, _ = make_sparse_selection(8, seq_len=10, token_dim=4, random_state=0)
+    >>> net = TransformerEncoder(token_dim=4, d_model=16, n_heads=2).eval()
+    >>> net(torch.as_tensor(X)).shape
+    torch.Size([8, 4])
+    """
+
+    def __init__(self, token_dim, d_model=32, n_heads=2, n_layers=2,
+                 positional_encoding="none", max_seq_len=256, eval_seed=0):
+        super().__init__()
+        if positional_encoding not in ENCODER_ENCODINGS:
+            raise ValueError(
+                f"positional_encoding must be one of {_names(ENCODER_ENCODINGS)}; got "
+                f"{positional_encoding!r}."
+            )
+        check_encoder_sizes(d_model, n_heads, positional_encoding)
+        self.embed = nn.Linear(token_dim + 1, d_model)
+        self.positions = (ENCODINGS[positional_encoding](d_model, max_seq_len)
+                          if positional_encoding in ENCODINGS else None)
+        rotary = positional_encoding == "rope"
+        self.blocks = nn.ModuleList(Block(d_model, n_heads, rotary) for _ in range(n_layers))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.pool = AttentionPooling(d_model, n_heads)
+        self.head = nn.Linear(d_model, token_dim)
+        self.register_buffer("eval_seed", torch.tensor(eval_seed, dtype=torch.int64))
+        self._eval_noise = None  # (key, noise) of the last eval-mode draw
+
+    def draw_noise(self, X, generator=None):
+        """The random input ``forward(X, noise=...)`` consumes in the current mode.
+
+        None for an encoding without randomness. In training, one draw for
+        every sequence, from ``generator``; in eval mode one draw from
+        ``eval_seed`` shared by the batch (kept for the next batch of the
+        same length).
+        """
+        if self.positions is None or not self.positions.random:
+            return None
+        B, T = X.shape[:2]
+        if self.training:
+            return self.positions.draw((1, B, T), generator=generator, device=X.device)
+        key = (T, torch.device(X.device), int(self.eval_seed))
+        cached = self._eval_noise  # read once: another thread may replace it
+        if cached is None or cached[0] != key:
+            # drawn on the CPU from a fixed seed: CPU and GPU agree
+            seeded = torch.Generator().manual_seed(key[2])
+            cached = (key, self.positions.draw((1, 1, T), generator=seeded).to(X.device))
+            self._eval_noise = cached
+        return cached[1]
+
+    def _positional_vectors(self, X, noise):
+        B, T = X.shape[:2]
+        if self.positions is None:
+            return None
+        if not self.positions.random:
+            return self.positions((1, 1, T))[0]  # (1, T, C)
+        if noise is None:
+            noise = self.draw_noise(X)
+        shape = (1, B, T) if self.training else (1, 1, T)
+        return self.positions(shape, noise)[0]  # (B or 1, T, C)
+
+    def forward(self, X, noise=None):
+        """Predict from ``X`` of shape (B, T, d + 1); returns (B, d).
+
+        ``noise``: what :meth:`draw_noise` returned for this batch in this
+        mode; when None it is drawn here (from the global generator in
+        training).
+        """
+        x = self.embed(X)  # (B, T, C): tokens and indicator together
+        P = self._positional_vectors(X, noise)
+        if P is not None:
+            x = x + math.sqrt(x.shape[-1]) * P  # (B, T, C)
+        for block in self.blocks:
+            x = block(x)  # (B, T, C)
+        return self.head(self.pool(self.ln_f(x)))  # (B, T, C) -> (B, C) -> (B, d)
+
+
+class RecurrentNet(nn.Module):
+    """A recurrent net reading the sequence token by token; any length.
+
+    The input at step t is [x_t; s_t], token and indicator. The prediction
+    is a linear map of the last layer's hidden state after the last token:
+    the net must carry the running average of the selected tokens (d
+    numbers, and how many it has seen) in its state.
+
+    Parameters
+    ----------
+    token_dim : int
+        Token dimension d.
+    cell : {"gru", "lstm", "rnn"}
+        torch's ``nn.GRU``, ``nn.LSTM`` or ``nn.RNN`` (tanh).
+    hidden_size : int
+        Width of the hidden state.
+    n_layers : int
+        Stacked recurrent layers.
+
+    Examples
+    --------
+    >>> import torch
+    >>> net = RecurrentNet(token_dim=4, cell="lstm", hidden_size=16)
+    >>> net(torch.zeros(8, 10, 5)).shape, net(torch.zeros(8, 40, 5)).shape
+    (torch.Size([8, 4]), torch.Size([8, 4]))
+    """
+
+    def __init__(self, token_dim, cell="gru", hidden_size=32, n_layers=1):
+        super().__init__()
+        if cell not in CELLS:
+            raise ValueError(f"cell must be one of {_names(CELLS)}; got {cell!r}.")
+        self.rnn = CELLS[cell](token_dim + 1, hidden_size, num_layers=n_layers,
+                               batch_first=True)
+        self.head = nn.Linear(hidden_size, token_dim)
+
+    def forward(self, X):
+        _, state = self.rnn(X)  # h_n: (n_layers, B, H); the LSTM's is (h_n, c_n)
+        h = state[0] if isinstance(state, tuple) else state
+        return self.head(h[-1])  # (B, H) -> (B, d)
+
+
+__all__ = ["CELLS", "ENCODER_ENCODINGS", "RecurrentNet", "TransformerEncoder",
+           "check_encoder_sizes"]
