@@ -30,6 +30,7 @@ from sklearn.utils._param_validation import (
 )
 from skorch.callbacks import Callback
 
+from .architectures import CELLS, ENCODER_ENCODINGS
 from .positional import ENCODINGS
 
 # -- constraints ------------------------------------------------------------------
@@ -157,6 +158,23 @@ FCN = {
     "n_hidden_layers": POSITIVE,
 }
 
+# the architectures beyond the paper's two (``_more_estimators``)
+ENCODER = {
+    **SKORCH, **COMMON,
+    "d_model": POSITIVE,
+    "n_heads": POSITIVE,
+    "n_layers": [Count(0)],
+    "positional_encoding": [StrOptions(dict.fromkeys(ENCODER_ENCODINGS).keys())],  # a stable order
+    "max_seq_len": POSITIVE,
+}
+
+RNN = {
+    **SKORCH, **COMMON,
+    "cell": [StrOptions(CELLS.keys())],
+    "hidden_size": POSITIVE,
+    "n_layers": POSITIVE,
+}
+
 #: what prediction reads: checked by predict, score and predict_attention too
 PREDICTION = ("batch_size", "iterator_valid", "dataset", "predict_nonlinearity",
               "device", "compile", "n_pe_draws")
@@ -223,6 +241,13 @@ HINTS = {
     "output_map": "Pass True (a trainable map after the attention) or False (the paper's model).",
     "hidden_width": "It is the width m of every hidden layer, e.g. hidden_width=256.",
     "n_hidden_layers": "It is the number of hidden layers, e.g. n_hidden_layers=1.",
+    # the architectures beyond the paper's two
+    "d_model": "It is the encoder's width, the size of every position's vector, e.g. d_model=32.",
+    "n_heads": "It is the number of attention heads; it must divide d_model, e.g. n_heads=2.",
+    "n_layers": ("It is the number of layers (transformer blocks, recurrent layers), "
+                 "e.g. n_layers=1."),
+    "cell": "Pass 'gru', 'lstm' or 'rnn' (a tanh RNN).",
+    "hidden_size": "It is the width of the recurrent state, e.g. hidden_size=32.",
 }
 
 
@@ -258,7 +283,9 @@ def validate(constraints, params, caller_name):
 #: plain name -> group; a name with "__" goes by its prefix (PREFIX_GROUPS)
 GROUPS = {
     **dict.fromkeys(["module", "token_dim", "seq_len", "pe_dim", "positional_encoding",
-                     "max_seq_len", "output_map", "hidden_width", "n_hidden_layers"],
+                     "max_seq_len", "output_map", "hidden_width", "n_hidden_layers",
+                     # the architectures beyond the paper's two
+                     "d_model", "n_heads", "n_layers", "cell", "hidden_size"],
                     "structural"),
     **dict.fromkeys(["n_pe_draws", "device", "compile"], "applied"),
     **dict.fromkeys(["criterion", "optimizer", "lr", "max_epochs", "batch_size",

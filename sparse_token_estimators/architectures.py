@@ -209,10 +209,9 @@ class TransformerEncoder(nn.Module):
         Transformer blocks (0: attention pooling straight on the input
         projection).
     positional_encoding : str
-        One of ``ENCODER_ENCODINGS``: the five of ``positional`` (vectors of
-        dimension ``d_model`` added to the input projection, scaled by
-        sqrt(d_model) so that each coordinate is of order 1, as the
-        projection's), ``"rope"`` or ``"none"``.
+        One of ``ENCODER_ENCODINGS``: the five of ``positional`` (unit vectors
+        of dimension ``d_model`` added to the input projection, as they
+        are), ``"rope"`` or ``"none"``.
     max_seq_len : int
         Size of the table of the "fixed", "learned" and "randomized"
         encodings: the longest sequence they accept. Unused by the others.
@@ -293,7 +292,7 @@ class TransformerEncoder(nn.Module):
         x = self.embed(X)  # (B, T, C): tokens and indicator together
         P = self._positional_vectors(X, noise)
         if P is not None:
-            x = x + math.sqrt(x.shape[-1]) * P  # (B, T, C)
+            x = x + P  # (B, T, C)
         for block in self.blocks:
             x = block(x)  # (B, T, C)
         return self.head(self.pool(self.ln_f(x)))  # (B, T, C) -> (B, C) -> (B, d)

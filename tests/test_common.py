@@ -32,7 +32,9 @@ from skorch import NeuralNetRegressor
 
 from sparse_token_estimators import (
     FlattenTokens,
+    SparseTokenEncoder,
     SparseTokenFCN,
+    SparseTokenRNN,
     SparseTokenTransformer,
     make_sparse_selection,
 )
@@ -51,6 +53,25 @@ ESTIMATORS = {
     "flatten": FlattenTokens,
 }
 SKORCH = ("fcn", *(name for name in ESTIMATORS if name.startswith("transformer-")))
+
+# The architectures beyond the paper's two (issue 23): the encoder without
+# positions, with rotary ones and with a random table encoding; two cells.
+MORE_ARCHITECTURES = {
+    "encoder-none": lambda: SparseTokenEncoder(
+        d_model=8, lr=0.01, max_epochs=3, batch_size=16, random_state=0),
+    "encoder-rope": lambda: SparseTokenEncoder(
+        d_model=8, positional_encoding="rope", lr=0.01, max_epochs=3, batch_size=16,
+        random_state=0),
+    "encoder-randomized": lambda: SparseTokenEncoder(
+        d_model=8, positional_encoding="randomized", max_seq_len=16, lr=0.01, max_epochs=3,
+        batch_size=16, random_state=0),
+    "rnn-gru": lambda: SparseTokenRNN(
+        hidden_size=8, lr=0.01, max_epochs=3, batch_size=16, random_state=0),
+    "rnn-lstm": lambda: SparseTokenRNN(
+        cell="lstm", hidden_size=8, lr=0.01, max_epochs=3, batch_size=16, random_state=0),
+}
+ESTIMATORS.update(MORE_ARCHITECTURES)
+SKORCH = (*SKORCH, *MORE_ARCHITECTURES)
 
 # Checks that fail for a reason outside this package. Each reason is tested by
 # ``test_expected_failures_come_from_skorch`` on a bare skorch NeuralNetRegressor.

@@ -1,0 +1,230 @@
+"""Estimators for the architectures beyond the paper's two: a transformer encoder, RNNs.
+
+``SparseTokenEncoder`` and ``SparseTokenRNN`` share everything with
+``SparseTokenTransformer`` and ``SparseTokenFCN`` (the base class in
+``estimators``: input checks, parameter checks, learned sizes, seeding,
+devices, ``set_params``, saving and loading); each says only which module it
+builds (``architectures``), from which parameters, and which lengths it takes.
+"""
+
+import torch
+from skorch.utils import to_tensor
+
+from . import _params
+from .architectures import RecurrentNet, TransformerEncoder, check_encoder_sizes
+from .estimators import _SparseTokenRegressor
+from .positional import ENCODINGS
+
+
+class SparseTokenEncoder(_SparseTokenRegressor):
+    """A standard transformer encoder for sparse token selection (beyond the paper).
+
+    A scikit-learn regressor (a skorch ``NeuralNetRegressor``) wrapping
+    :class:`~sparse_token_estimators.architectures.TransformerEncoder`, the
+    transformer people train, beside the paper's simplified one
+    (:class:`SparseTokenTransformer`): tokens and indicator are projected to
+    ``d_model``; ``n_layers`` pre-norm blocks of multi-head softmax
+    self-attention (trainable queries, keys, values and output projection)
+    and an MLP, with residuals and layer norm; then attention pooling with a
+    learned query gives one vector per sequence, mapped linearly to R^d.
+    Its width is ``d_model``.
+
+    Parameters
+    ----------
+    module : torch module class, default=TransformerEncoder
+        Built with ``token_dim`` and the parameters below.
+    token_dim : int or None, default=None
+        Token dimension d. None: learned from ``X`` at a fresh ``fit``; given,
+        ``initialize()`` builds the module without data (to load weights).
+    d_model : int, default=32
+        Width of every position's vector.
+    n_heads : int, default=2
+        Attention heads; must divide ``d_model``.
+    n_layers : int, default=1
+        Transformer blocks before the pooling (0: pooling on the input
+        projection alone).
+    positional_encoding : {"none", "rope", "stochastic", "fixed", "sinusoidal", \
+"learned", "randomized"}, default="none"
+        "none": no position at all. The task averages the selected tokens in
+        any order and the indicator channel names them, so attention can
+        select by content; without a position the model also takes any
+        length. "rope": rotary positions on the queries and keys of every
+        block (Su et al., 2021); any length. The other five are the
+        package's (``positional.ENCODINGS``, as for
+        :class:`SparseTokenTransformer`), vectors of dimension ``d_model``
+        added to the input projection; "fixed", "learned" and "randomized"
+        take at most ``max_seq_len`` positions. The random ones draw afresh
+        for every sequence in training and, at prediction, use one draw
+        seeded at fit and kept in the module's ``state_dict``.
+    max_seq_len : int, default=256
+        Positions of the table encodings; unused by the others.
+    random_state : int, RandomState or None, default=None
+        Seeds the initial weights, the training draws, the shuffling and the
+        prediction draw: the same int gives the same fitted model.
+    optimizer, lr, max_epochs, batch_size, train_split, verbose, **kwargs
+        As in :class:`skorch.NeuralNetRegressor`; defaults Adam, lr=0.003,
+        batch_size=256, 20 epochs.
+    device : str, default="auto"
+        "auto" (a GPU when present), "cpu", "cuda" or "cuda:N".
+
+    Attributes
+    ----------
+    module_ : TransformerEncoder
+        The fitted module.
+    n_features_in_ : int
+        token_dim + 1, the last axis of ``X``.
+    token_dim_ : int
+        Token dimension d the module was built with.
+    seq_len_ : int or None
+        Sequence length T of the data first trained on (it fixes nothing
+        unless the encoding has a table); None after ``initialize()``.
+    history_ : skorch.History
+        Per-epoch training record.
+
+    Notes
+    -----
+    As for :class:`SparseTokenTransformer`: a changed structural parameter
+    (``d_model``, ``n_heads``, ``n_layers``, ``positional_encoding``,
+    ``max_seq_len``, ``token_dim``, ``module``, ``module__*``) makes a fitted
+    estimator read as unfitted until it is refit or the value is set back.
+    Saved weights load into ``SparseTokenEncoder(..., token_dim=d).initialize()``.
+
+    Examples
+    --------
+    >>> from sparse_token_estimators import make_sparse_selection, SparseTokenEncoder
+    >>> X, y = make_sparse_selection(1000, seq_len=10, token_dim=4, random_state=0)
+    >>> est = SparseTokenEncoder(d_model=16, max_epochs=3, random_state=0).fit(X, y)
+    >>> est.predict(X[:3]).shape
+    (3, 4)
+    >>> X_long, _ = make_sparse_selection(5, seq_len=40, token_dim=4, random_state=1)
+    >>> est.predict(X_long).shape
+    (5, 4)
+    """
+
+    _parameter_constraints = _params.ENCODER
+    _module_params = ("d_model", "n_heads", "n_layers", "positional_encoding", "max_seq_len")
+
+    def __init__(self, module=TransformerEncoder, *, token_dim=None, d_model=32, n_heads=2,
+                 n_layers=1, positional_encoding="none", max_seq_len=256, random_state=None,
+                 optimizer=torch.optim.Adam, lr=0.003, max_epochs=20, batch_size=256,
+                 train_split=None, verbose=0, device="auto", **kwargs):
+        super().__init__(
+            module, token_dim=token_dim, random_state=random_state, optimizer=optimizer,
+            lr=lr, max_epochs=max_epochs, batch_size=batch_size, train_split=train_split,
+            verbose=verbose, device=device, **kwargs,
+        )
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.n_layers = n_layers
+        self.positional_encoding = positional_encoding
+        self.max_seq_len = max_seq_len
+
+    def _check_params(self, names=None):
+        super()._check_params(names)
+        if names is None:  # sizes that must fit together, before anything is built
+            check_encoder_sizes(self.d_model, self.n_heads, self.positional_encoding)
+
+    def _check_seq_len(self, seq_len, *, fitting):
+        encoding = ENCODINGS.get(self.positional_encoding)
+        if encoding is not None and not encoding.takes_any_length and seq_len > self.max_seq_len:
+            raise ValueError(
+                f"X has seq_len {seq_len} but the {self.positional_encoding} "
+                f"positional encoding has only max_seq_len={self.max_seq_len} "
+                f"positions. Refit with max_seq_len >= {seq_len}, or use "
+                "positional_encoding='none' or 'rope', which take any length."
+            )
+
+    def _module_kwargs(self):
+        return {**super()._module_kwargs(), "token_dim": self.token_dim_,
+                "eval_seed": self._seeds_[2]}
+
+    def infer(self, x, **fit_params):
+        # As SparseTokenTransformer: the positional draws are made here,
+        # from the estimator's generator in training.
+        x = to_tensor(x, device=self.device)
+        generator = self.torch_rng_ if self.module_.training else None
+        noise = self.module_.draw_noise(x, generator=generator)
+        return super().infer(x, noise=noise, **fit_params)
+
+
+class SparseTokenRNN(_SparseTokenRegressor):
+    """A recurrent net for sparse token selection (beyond the paper).
+
+    A scikit-learn regressor (a skorch ``NeuralNetRegressor``) wrapping
+    :class:`~sparse_token_estimators.architectures.RecurrentNet`: a GRU,
+    LSTM or tanh RNN reads the sequence token by token, token and indicator
+    at each step, and a linear map of its last hidden state is the
+    prediction. Its width is ``hidden_size``; it takes any length, but has
+    seen only the training one. Recurrent nets are the other side of the
+    separations of Sanford, Hsu & Telgarsky (NeurIPS 2023) and
+    Bhattamishra et al. (NeurIPS 2024).
+
+    Parameters
+    ----------
+    module : torch module class, default=RecurrentNet
+        Built with ``token_dim`` and the parameters below.
+    token_dim : int or None, default=None
+        Token dimension d; None: learned from ``X`` at a fresh ``fit``.
+    cell : {"gru", "lstm", "rnn"}, default="gru"
+        torch's ``nn.GRU``, ``nn.LSTM`` or ``nn.RNN`` (tanh).
+    hidden_size : int, default=32
+        Width of the hidden state.
+    n_layers : int, default=1
+        Stacked recurrent layers.
+    random_state : int, RandomState or None, default=None
+        Seeds the initial weights and the shuffling.
+    optimizer, lr, max_epochs, batch_size, train_split, verbose, **kwargs
+        As in :class:`skorch.NeuralNetRegressor`; defaults Adam, lr=0.003,
+        batch_size=256, 30 epochs.
+    device : str, default="auto"
+        "auto" (a GPU when present), "cpu", "cuda" or "cuda:N".
+
+    Attributes
+    ----------
+    module_ : RecurrentNet
+        The fitted module.
+    n_features_in_ : int
+        token_dim + 1, the last axis of ``X``.
+    token_dim_ : int
+        Token dimension d the module was built with.
+    seq_len_ : int or None
+        Sequence length T of the data first trained on; None after
+        ``initialize()``.
+    history_ : skorch.History
+        Per-epoch training record.
+
+    Notes
+    -----
+    A changed ``cell``, ``hidden_size``, ``n_layers``, ``token_dim``,
+    ``module`` or ``module__*`` makes a fitted estimator read as unfitted
+    until it is refit or the value is set back. Saved weights load into
+    ``SparseTokenRNN(..., token_dim=d).initialize()``.
+
+    Examples
+    --------
+    >>> from sparse_token_estimators import make_sparse_selection, SparseTokenRNN
+    >>> X, y = make_sparse_selection(1000, seq_len=10, token_dim=4, random_state=0)
+    >>> est = SparseTokenRNN(cell="lstm", hidden_size=16, max_epochs=3,
+    ...                      random_state=0).fit(X, y)
+    >>> est.predict(X[:3]).shape
+    (3, 4)
+    """
+
+    _parameter_constraints = _params.RNN
+    _module_params = ("cell", "hidden_size", "n_layers")
+
+    def __init__(self, module=RecurrentNet, *, token_dim=None, cell="gru", hidden_size=32,
+                 n_layers=1, random_state=None, optimizer=torch.optim.Adam, lr=0.003,
+                 max_epochs=30, batch_size=256, train_split=None, verbose=0, device="auto",
+                 **kwargs):
+        super().__init__(
+            module, token_dim=token_dim, random_state=random_state, optimizer=optimizer,
+            lr=lr, max_epochs=max_epochs, batch_size=batch_size, train_split=train_split,
+            verbose=verbose, device=device, **kwargs,
+        )
+        self.cell = cell
+        self.hidden_size = hidden_size
+        self.n_layers = n_layers
+
+    def _module_kwargs(self):
+        return {**super()._module_kwargs(), "token_dim": self.token_dim_}
