@@ -14,6 +14,7 @@ EXAMPLE_ARGS = {
     "grid_search_widths.py": ["3000"],
     "length_generalisation.py": ["5000"],
     "pipeline_comparison.py": ["3000"],
+    "compare_architectures.py": ["2000"],
     "distributed_search.py": ["--size", "tiny", "--n-workers", "2"],
 }
 

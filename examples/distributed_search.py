@@ -12,6 +12,7 @@ fully-connected net over its hidden width m (``hidden_width``).
 Run it as a script (it needs ``pip install "sparse-token-estimators[distributed]"``)::
 
     python examples/distributed_search.py                                  # local cluster
+    python examples/distributed_search.py 2000                             # 2000 sequences
     python examples/distributed_search.py --scheduler tcp://10.0.0.1:8786  # running cluster
     python examples/distributed_search.py --size tiny                      # a smoke test
 
@@ -110,6 +111,9 @@ class _NoKillNotice(logging.Filter):
 def main(argv=None):
     """Run the sweep on the cluster named by ``argv`` and print its table."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").strip().split("\n")[0])
+    parser.add_argument("n_samples", nargs="?", type=int,
+                        help="number of training sequences, as every example takes "
+                             "(default: that of --size, 6000 for small)")
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="address of a running Dask scheduler, e.g. "
                              "tcp://10.0.0.1:8786 (default: start a local cluster)")
@@ -121,7 +125,11 @@ def main(argv=None):
     if args.scheduler and args.n_workers:
         parser.error("--n-workers applies to the local cluster only, not to --scheduler")
 
-    size = SIZES[args.size]
+    if args.n_samples is not None and args.n_samples < 2 * SIZES[args.size]["cv"]:
+        parser.error(f"n_samples must be at least {2 * SIZES[args.size]['cv']} for "
+                     f"{SIZES[args.size]['cv']}-fold cross-validation; got {args.n_samples}")
+    size = {**SIZES[args.size], **({} if args.n_samples is None
+                                   else {"n_samples": args.n_samples})}
     searches, X, y = width_sweep(size, random_state=args.random_state)
     start = time.perf_counter()
     # The local cluster's dashboard on a free port of this machine: the example
@@ -139,9 +147,9 @@ def main(argv=None):
             search.fit(X, y)
     rows = [row for search in searches for row in table_rows(search, size["token_dim"])]
     print(f"Width sweep: {len(X)} sequences, T={size['seq_len']}, d={size['token_dim']}, "
-          f"q={size['n_selected']}, {size['cv']}-fold CV, "
-          f"{time.perf_counter() - start:.1f} s")
+          f"q={size['n_selected']}, {size['cv']}-fold CV")
     print(format_table(rows))
+    print(f"took {time.perf_counter() - start:.1f} s")
     return rows
 
 

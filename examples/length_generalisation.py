@@ -24,12 +24,14 @@ Run it as a script, with the number of training sequences as its argument::
 # Train at T, score at longer lengths
 # -----------------------------------
 import sys
+import time
 
 import matplotlib.pyplot as plt
 
 from sparse_token_estimators import SparseTokenTransformer, make_sparse_selection
 from sparse_token_estimators.callbacks import AlignmentRecorder
 
+start = time.perf_counter()
 n_samples = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
 T, d, q = 10, 8, 3
 factors = (1, 2, 4, 8)
@@ -66,4 +68,5 @@ right.set(xlabel="epoch", ylabel="alignment of W with I", ylim=(0, 1))
 left.legend()
 right.legend()
 fig.tight_layout()
+print(f"took {time.perf_counter() - start:.1f} s")
 plt.show()

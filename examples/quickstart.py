@@ -24,12 +24,14 @@ Run it as a script, with the number of training sequences as its argument::
 # its last channel, a 0/1 indicator of the selected positions; ``y`` is the
 # average of the selected tokens.
 import sys
+import time
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 from sparse_token_estimators import SparseTokenFCN, SparseTokenTransformer, make_sparse_selection
 
+start = time.perf_counter()
 n_samples = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
 T, d, q = 20, 8, 3  # sequence length, token dimension, number of selected tokens
 
@@ -76,4 +78,5 @@ ax.set(xlabel="position", ylabel="attention weight",
 ax.set_xticks(np.arange(T))
 ax.legend()
 fig.tight_layout()
+print(f"took {time.perf_counter() - start:.1f} s")
 plt.show()
