@@ -21,7 +21,9 @@ import re
 #: (module, title, what it is for), in the order of the page
 SECTIONS = [
     ("sparse_token_estimators", "Data, estimators and preprocessing",
-     "The task's generator, the two estimators and the transformer that lets any "
+     "The task's generator, the estimators (the paper's transformer and fully-connected "
+     "net; a transformer encoder and recurrent nets beyond it) and the transformer that "
+     "lets any "
      "scikit-learn regressor try the task; everything a user imports from the top "
      "level."),
     ("sparse_token_estimators.theory", "Theory",
@@ -39,6 +41,11 @@ SECTIONS = [
     ("sparse_token_estimators.modules", "Torch modules",
      "The ``torch.nn.Module`` classes the estimators wrap; they know nothing of "
      "scikit-learn and can be trained with any PyTorch loop."),
+    ("sparse_token_estimators.architectures", "More architectures (torch modules)",
+     "A standard transformer encoder and recurrent nets, the modules of "
+     ":class:`~sparse_token_estimators.SparseTokenEncoder` and "
+     ":class:`~sparse_token_estimators.SparseTokenRNN`: beyond the paper's "
+     "two models, for comparing architectures on the same task."),
     ("sparse_token_estimators.positional", "Positional encodings",
      "Where the transformer's position vectors p_i come from."),
 ]
