@@ -184,7 +184,7 @@ class ReproductionConfig:
     scaling_pe_stop: int = 1024
     scaling_check_len: int = 32
     tightness_lens: tuple = (4, 8, 16)
-    tightness_training: Training = field(default=Training(lr=0.003, max_epochs=30))
+    tightness_training: Training = field(default=Training(lr=0.01, max_epochs=30))
     tightness_samples: int = 8192
     tightness_check_len: int = 8
     trace_steps_per_doubling: int = 2
