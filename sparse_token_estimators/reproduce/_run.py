@@ -20,7 +20,7 @@ from ._config import QUICK
 from ._fits import MODELS, describe_models, run_fits
 from ._progress import Progress, count_finished_tasks
 from ._registry import EXPERIMENTS
-from ._report import THRESHOLDS, assess_claims
+from ._verdicts import FIXED_ON, RESOLUTION, THRESHOLDS, assess_claims
 
 
 def _theory_references(config):
@@ -46,11 +46,34 @@ def planned_fits(config):
     return used_by
 
 
+def _fit_round(config, name, records, used_by, progress):
+    """``fit_round(fits)`` of a search: fit those not fitted yet (every seed, through
+    ``run_fits``), note that experiment ``name`` uses them, return their records."""
+
+    def fit_round(fits):
+        new = [f for f in dict.fromkeys(fits) if f not in used_by]
+        for fit in fits:
+            names = used_by.setdefault(fit, [])
+            if name not in names:
+                names.append(name)
+        if new:
+            # a search's fits are not known in advance: the total grows as it goes
+            progress.total += len(new) * config.n_seeds
+            if getattr(progress, "_bar", None) is not None:
+                progress._bar.total = progress.total
+            progress.plan(sum(f.cost(config) for f in new) * config.n_seeds)
+            records.update(run_fits(config, new, progress))
+        return {(f, s): records[f, s] for f in fits for s in config.seeds()}
+
+    return fit_round
+
+
 def run(config=QUICK, *, progress=True):
     """Run every experiment over ``config.n_seeds`` seeds and assess the claims.
 
     Each distinct fit the experiments ask for is made once per seed (inside
-    one ``GridSearchCV`` per training set), then each experiment reads its
+    one ``GridSearchCV`` per training set), then the searches (the critical
+    widths) fit theirs round by round, then each experiment reads its
     numbers off the fits.
 
     Parameters
@@ -74,7 +97,7 @@ def run(config=QUICK, *, progress=True):
     >>> [c["claim"] for c in results["claims"]][:3]
     ['width separation', 'length generalisation', 'alignment']
     >>> [c["claim"] for c in results["claims"]][3:5]
-    ['FCN width scaling', 'transformer width scaling']
+    ['transformer width scaling', 'FCN tightness']
     >>> [c["claim"] for c in results["claims"]][5:]
     ['width separation on the population']
     """
@@ -86,6 +109,9 @@ def run(config=QUICK, *, progress=True):
     try:
         with count_finished_tasks(progress.advance):
             records = run_fits(config, used_by, progress)
+            for experiment in EXPERIMENTS:
+                experiment.search(config, _fit_round(config, experiment.name, records,
+                                                     used_by, progress))
     finally:
         progress.close()
     results = {
@@ -101,7 +127,8 @@ def run(config=QUICK, *, progress=True):
          "used_by": used_by[fit]}
         for (fit, seed), record in sorted(records.items())
     ]
-    results["thresholds"] = dict(THRESHOLDS)
+    results["thresholds"] = {**THRESHOLDS, "fixed_on": FIXED_ON,
+                             "fixed_before_the_run": True, "resolution": dict(RESOLUTION)}
     results["claims"] = assess_claims(results)
     results["elapsed_s"] = time.perf_counter() - start
     results["versions"] = {
