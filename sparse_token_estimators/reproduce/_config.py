@@ -146,6 +146,13 @@ class ReproductionConfig:
         batch size), whatever its own training-set size.
     sample_target_r2 : float
         The held-out R^2 whose smallest training-set size is reported.
+    architecture_training : Training
+        How the architectures beyond the paper's (the transformer encoder,
+        the recurrent nets) train, on the population.
+    architecture_n_train : int
+        Their fresh sequences per epoch (at T = ``seq_len``).
+    architecture_width : int
+        ``d_model`` / ``hidden_size`` of their fits scored per length.
     device : str
         Passed to the estimators ("auto", "cpu", "cuda").
     n_jobs : int or None
@@ -197,6 +204,10 @@ class ReproductionConfig:
     sample_fcn_factor: float = 2.0
     sample_budget: int = 8192
     sample_target_r2: float = 0.9
+    architecture_training: Training = field(default=Training(lr=0.01, max_epochs=10,
+                                                             batch_size=64))
+    architecture_n_train: int = 2048
+    architecture_width: int = 32
     device: str = "auto"
     n_jobs: int = -1
 
@@ -295,6 +306,8 @@ SMOKE = ReproductionConfig(
     scaling_check_len=4, tightness_lens=(3, 4, 6),
     tightness_training=Training(lr=0.01, max_epochs=2, batch_size=16), tightness_samples=64,
     tightness_check_len=4, population_pe_dims=(2, 4),
+    architecture_training=Training(lr=0.01, max_epochs=2, batch_size=16),
+    architecture_n_train=32, architecture_width=4,
     randomized_ensemble=True, sample_factors=(0.75, 1.0), sample_sizes=(2, 8),
     sample_fcn_sizes=(8, 32), sample_pe_dim=4, sample_fcn_factor=1.0, sample_budget=32,
     n_jobs=1, device="cpu",

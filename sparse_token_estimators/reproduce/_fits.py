@@ -41,6 +41,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.parallel import Parallel, delayed
 from skorch.callbacks import Callback
 
+from .._more_estimators import SparseTokenEncoder, SparseTokenRNN
 from ..callbacks import AlignmentRecorder, StepBudget, trace_steps
 from ..datasets import SparseSelectionStream
 from ..estimators import SparseTokenFCN, SparseTokenTransformer
@@ -59,9 +60,11 @@ class Model:
     name : str
         How every table row and legend names it; ``{n_pe_draws}`` is filled
         in from the configuration.
-    family : {"fcn", "transformer"}
-        ``SparseTokenFCN`` (width: ``hidden_width``) or
-        ``SparseTokenTransformer`` (width: ``pe_dim``).
+    family : {"fcn", "transformer", "encoder", "rnn"}
+        ``SparseTokenFCN`` (width: ``hidden_width``),
+        ``SparseTokenTransformer`` (width: ``pe_dim``), and beyond the
+        paper ``SparseTokenEncoder`` (width: ``d_model``) or
+        ``SparseTokenRNN`` (width: ``hidden_size``).
     training : str
         The configuration's :class:`Training` field it trains with.
     params : tuple of (str, value)
@@ -110,9 +113,14 @@ def training(model, config):
     return getattr(config, MODELS[model].training)
 
 
+#: family -> the estimator parameter a fit's width sets
+WIDTH_PARAMETERS = {"fcn": "hidden_width", "transformer": "pe_dim", "encoder": "d_model",
+                    "rnn": "hidden_size"}
+
+
 def width_parameter(model):
-    """``hidden_width`` or ``pe_dim``: what the width of a ``model`` fit sets."""
-    return "hidden_width" if MODELS[model].family == "fcn" else "pe_dim"
+    """``hidden_width``, ``pe_dim``, ...: what the width of a ``model`` fit sets."""
+    return WIDTH_PARAMETERS[MODELS[model].family]
 
 
 def describe_models(config, models=None):
@@ -160,9 +168,10 @@ class Fit:
     max_steps: int = 0
 
     def model_width(self, config):
-        """The width the theory compares: m for the FCN, d + pe_dim for a transformer."""
-        return self.width if MODELS[self.model].family == "fcn" \
-            else config.token_dim + self.width
+        """The width the theory compares: d + pe_dim for the paper's transformer, the
+        width parameter itself for the others (m for the FCN)."""
+        return config.token_dim + self.width if MODELS[self.model].family == "transformer" \
+            else self.width
 
     def training_size(self, config):
         """Training sequences of the fit (per epoch, for the population)."""
@@ -187,6 +196,12 @@ class Fit:
             common["callbacks__print_log"] = None
         if spec.family == "fcn":
             return SparseTokenFCN(hidden_width=self.width, callbacks=[*budget, _FitClock()],
+                                  **common)
+        if spec.family == "encoder":
+            return SparseTokenEncoder(d_model=self.width, max_seq_len=max(config.length_grid()),
+                                      callbacks=[*budget, _FitClock()], **common)
+        if spec.family == "rnn":
+            return SparseTokenRNN(hidden_size=self.width, callbacks=[*budget, _FitClock()],
                                   **common)
         # the learning curves read no alignment: no record to keep
         recorder = [] if self.max_steps else [
@@ -217,9 +232,13 @@ class Fit:
         third of a training step's cost per sequence it scores (its
         training subset and the held-out set).
         """
-        T = self.seq_len
-        if MODELS[self.model].family == "fcn":
+        T, family = self.seq_len, MODELS[self.model].family
+        if family == "fcn":
             micro = 2 + 1e-4 * T * (config.token_dim + 1) * self.width
+        elif family == "encoder":  # guessed from bench_fit.py's rows, not fitted
+            micro = 20 + 0.3 * T * self.width
+        elif family == "rnn":
+            micro = 10 + 0.15 * T * self.width
         else:
             micro = 3 + 0.005 * self._draws(config) * T * self.width
         micro *= MODELS[self.model].cost * (1.1 if self.data == "population" else 1.0)
@@ -277,9 +296,11 @@ class _Evaluate:
         # costs an 8-draw ensemble as much as a third of its fit
         named = {f * self.config.seq_len for f in self.config.length_factors}
         dense = transformer and model.pe_dim == self.config.length_pe_dim
+        # the architectures beyond the paper's: any length, scored at the named ones
+        any_length = transformer or isinstance(model, (SparseTokenEncoder, SparseTokenRNN))
         for L in self.lengths:
             r2 = math.nan
-            if transformer and (dense or L in named):
+            if any_length and (dense or L in named):
                 X_L, y_L = task(self.config, L, self.config.n_length_test, "length", self.seed)
                 r2 = float(r2_score(y_L, model.predict(X_L)))
             scores[f"r2@{L}"] = r2

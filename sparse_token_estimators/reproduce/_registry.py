@@ -22,6 +22,7 @@ To add an experiment:
 
 from . import (
     _alignment,
+    _architectures,
     _encodings,
     _fcn_tightness,
     _length_generalisation,
@@ -40,4 +41,5 @@ EXPERIMENTS = (
     _population.EXPERIMENT,
     _sample_complexity.EXPERIMENT,
     _encodings.EXPERIMENT,
+    _architectures.EXPERIMENT,
 )
