@@ -213,14 +213,15 @@ def plot_architectures(results):
     stars = [r["star"] or 0 for r in s["critical"]]
     left.bar(range(len(stars)), stars, color="tab:blue")
     for i, r in enumerate(s["critical"]):
-        if not r["star"]:
-            left.text(i, 1, f"> {max(r['evaluated'])}", ha="center", fontsize=8)
+        left.text(i, r["star"] or 0, f" {r['star']}" if r["star"]
+                  else f"none up to {max(r['evaluated'])}", ha="center", va="bottom", fontsize=8)
     left.axhline(s["td"], color="black", linestyle="--", label=f"T d = {s['td']}")
     left.axhline(s["fcn_bound_width"], color="tab:red", linestyle=":",
                  label=f"FCN bound's width for R^2 {s['target_r2']}")
     left.set_xticks(range(len(stars)), labels, fontsize=7, rotation=15)
-    left.set(yscale="log", ylabel="smallest width reaching the target",
-             title=f"Smallest width, R^2 >= {s['target_r2']} (beyond the paper)")
+    left.set(ylim=(0, 1.15 * s["td"]), ylabel="smallest width (d_model, hidden_size)",
+             title=f"Smallest width with validation R^2 >= {s['target_r2']}\n"
+                   "(beyond the paper)")
     left.legend(fontsize=7)
     for model in _present(s):
         rows = sorted((r for r in s["lengths_summary"] if r["model"] == model),
@@ -230,7 +231,7 @@ def plot_architectures(results):
                        label=results["models"][model]["name"].split(" (")[0],
                        linestyle="-" if model.startswith("encoder_") else "--")
     length_axes(right, cfg, s["lengths_summary"],
-                title=f"Width {s['width']}, trained at T ({task_title(cfg)})")
+                title=f"Width {s['width']}, trained at T\n({task_title(cfg)})")
     right.legend(fontsize=6, loc="lower left", ncol=2)
     fig.tight_layout()
     return fig
