@@ -23,6 +23,11 @@ def _check_random_state(random_state):
             "random_state must be None, an int, a numpy RandomState or a numpy "
             f"Generator; got {random_state!r}."
         )
+    if isinstance(random_state, (numbers.Integral, np.integer)) and random_state < 0:
+        raise ValueError(
+            f"random_state must be a non-negative int (a seed); got {random_state}. "
+            f"Use a seed >= 0, e.g. random_state={abs(int(random_state))}."
+        )
     return random_state
 
 
@@ -114,6 +119,12 @@ def make_sparse_selection(
     """
     n_samples, seq_len, token_dim, n_selected = _check_task(
         n_samples, seq_len, token_dim, n_selected)
+    if not isinstance(return_support, (bool, np.bool_)):
+        raise TypeError(
+            f"return_support must be True or False; got {return_support!r} of type "
+            f"{type(return_support).__name__}. With True, the positions of the "
+            "selected tokens are returned as a third array."
+        )
     rng = _as_generator(random_state)
 
     X = np.empty((n_samples, seq_len, token_dim + 1), dtype=np.float32)

@@ -58,8 +58,9 @@ class SparseTokenAttention(nn.Module):
         Seed of the positional draws in eval mode: they are shared by all
         sequences of the same length, so a prediction depends on its own
         sequence only: on the CPU bit for bit, whatever the batch it is in
-        (the products run on blocks of a fixed size; tested). Kept as an int64 buffer, so it is part of the
-        ``state_dict``: loaded weights predict as the saved module did.
+        (the products run on blocks of a fixed size; tested). Kept as an
+        int64 buffer, so it is part of the ``state_dict``: loaded weights
+        predict as the saved module did.
 
     Examples
     --------
