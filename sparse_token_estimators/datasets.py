@@ -260,6 +260,19 @@ class SparseSelectionStream(IterableDataset):
     def __len__(self):
         return self.n_samples
 
+    def __getitem__(self, index):
+        # scikit-learn's searches and splitters index their data by sample;
+        # torch's Dataset would answer with a bare NotImplementedError.
+        raise TypeError(
+            f"{type(self).__name__} cannot be indexed or split (got index {index!r}): it "
+            "draws fresh samples every epoch, so there is no sample i. GridSearchCV, "
+            "cross_validate and train_test_split need arrays: search on the population "
+            "with sparse_token_estimators.model_selection.search_on_stream(estimator, "
+            "param_grid, stream, X_val, y_val), which scores every candidate on a fixed "
+            "validation set from make_sparse_selection, or pass the arrays of "
+            "make_sparse_selection to the scikit-learn search."
+        )
+
     def __repr__(self):
         return (f"{type(self).__name__}(seq_len={self.seq_len}, token_dim={self.token_dim}, "
                 f"n_selected={self.n_selected}, n_samples={self.n_samples}, "
