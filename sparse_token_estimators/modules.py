@@ -113,8 +113,8 @@ class SparseTokenAttention(nn.Module):
             axis of size n_pe_draws). They are drawn afresh on every call and
             kept nowhere: the module holds no state between predictions, so
             concurrent calls from several threads are safe and a pickled
-            model carries only its weights. Drawing costs well under 1% of a
-            forward pass (``benchmarks/bench_predict_memory.py``).
+            model carries only its weights (what a draw costs next to the
+            forward pass: ``benchmarks/bench_predict_memory.py``).
         """
         if not self.positions.random:
             return None
