@@ -6,14 +6,18 @@ only when a figure is drawn, so the rest of the package works without the
 ``plots`` extra.
 """
 
+import io
 from pathlib import Path
 
 import numpy as np
 
-#: one colour and marker per model, in every figure
+#: the resolution figures are saved at (dots per inch)
+DPI = 90
+
 #: the models' names in table headers and short legends
 SHORT = {"fcn": "FCN", "paper": "paper's model", "ensemble": "ensemble (ext.)"}
 
+#: one colour and marker per model, in every figure
 STYLES = {
     "fcn": {"color": "tab:red", "marker": "s"},
     "paper": {"color": "tab:blue", "marker": "o"},
@@ -71,8 +75,17 @@ def powers_of_two_ticks(axis, values):
     axis.set_minor_formatter(NullFormatter())
 
 
-def save_figures(results, out_dir, *, dpi=90):
+def figure_names():
+    """The file names ``save_figures`` writes, in order."""
+    from ._registry import EXPERIMENTS
+
+    return [name for experiment in EXPERIMENTS for name in experiment.figures()]
+
+
+def save_figures(results, out_dir, *, dpi=DPI):
     """Draw every experiment's figures into ``out_dir`` as PNG; returns their paths.
+
+    Each file is written atomically (a temporary file renamed over its name).
 
     Examples
     --------
@@ -87,6 +100,7 @@ def save_figures(results, out_dir, *, dpi=90):
     >>> names[5:]
     ['population.png', 'sample_complexity.png', 'encodings.png']
     """
+    from ._records import write_atomic
     from ._registry import EXPERIMENTS
 
     plt = pyplot()
@@ -95,7 +109,8 @@ def save_figures(results, out_dir, *, dpi=90):
     for experiment in EXPERIMENTS:
         for name, draw in experiment.figures().items():
             fig = draw(results)
-            fig.savefig(out / name, dpi=dpi)
+            image = io.BytesIO()
+            fig.savefig(image, format="png", dpi=dpi)
             plt.close(fig)
-            paths.append(out / name)
+            paths.append(write_atomic(out / name, image.getvalue()))
     return paths

@@ -46,7 +46,7 @@ def planned_fits(config):
     return used_by
 
 
-def run(config=QUICK, *, progress=True):
+def run(config=QUICK, *, progress=True, store=None):
     """Run every experiment over ``config.n_seeds`` seeds and assess the claims.
 
     Each distinct fit the experiments ask for is made once per seed (inside
@@ -58,6 +58,10 @@ def run(config=QUICK, *, progress=True):
     config : ReproductionConfig, default=QUICK
     progress : bool or Progress, default=True
         Show a progress display on stderr, advanced as each fit finishes.
+    store : RecordStore or None, default=None
+        Save each finished fit there, and read back (not fit again) those it
+        holds: a run killed part way continues where it stopped, with the
+        same numbers (the command line keeps one in ``--out``/records).
 
     Returns
     -------
@@ -85,7 +89,7 @@ def run(config=QUICK, *, progress=True):
     start = time.perf_counter()
     try:
         with count_finished_tasks(progress.advance):
-            records = run_fits(config, used_by, progress)
+            records = run_fits(config, used_by, progress, store=store)
     finally:
         progress.close()
     results = {
