@@ -11,8 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
-#: the resolution figures are saved at (dots per inch)
-DPI = 90
+#: the resolution figures are saved at (dots per inch); shown at 96 pixels per
+#: inch (a browser at 100 %), a font of s points there reads as s * DPI / 96
+DPI = 100
+
+#: the smallest font, in points, of any text in a figure: legend and tick
+#: labels read as 8 points at the saved size (8 * 96 / DPI rounded up)
+MIN_FONT = 8
 
 #: the models' names in table headers and short legends
 SHORT = {"fcn": "FCN", "paper": "paper's model", "ensemble": "ensemble (ext.)"}
@@ -44,6 +49,22 @@ def task_title(cfg):
     """``T=..., d=..., q=...; N seeds`` for a figure title."""
     return (f"T={cfg['seq_len']}, d={cfg['token_dim']}, q={cfg['n_selected']}; "
             f"mean ± sd over {cfg['n_seeds']} seeds")
+
+
+def legend_beside(ax, **kwargs):
+    """The legend of ``ax`` to its right, outside the data, where it hides no curve."""
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
+                     fontsize=MIN_FONT, **kwargs)
+
+
+def legend_below(fig, ax, *, ncol=2):
+    """The legend of ``ax`` below the whole figure (``layout="constrained"``).
+
+    For the figures whose panels share one legend, or whose entries are too
+    long to sit beside the data.
+    """
+    return fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=ncol,
+                      fontsize=MIN_FONT)
 
 
 def band(ax, x, rows, key, *, model, label, errorbars=False, **style):
@@ -82,6 +103,18 @@ def figure_names():
     return [name for experiment in EXPERIMENTS for name in experiment.figures()]
 
 
+def draw_figures(results):
+    """``(file name, matplotlib figure)`` of every experiment's figures, drawn one by one.
+
+    The caller closes each figure (``save_figures`` saves and closes them).
+    """
+    from ._registry import EXPERIMENTS
+
+    for experiment in EXPERIMENTS:
+        for name, draw in experiment.figures().items():
+            yield name, draw(results)
+
+
 def save_figures(results, out_dir, *, dpi=DPI):
     """Draw every experiment's figures into ``out_dir`` as PNG; returns their paths.
 
@@ -101,16 +134,13 @@ def save_figures(results, out_dir, *, dpi=DPI):
     ['population.png', 'sample_complexity.png', 'encodings.png']
     """
     from ._records import write_atomic
-    from ._registry import EXPERIMENTS
 
     plt = pyplot()
     out = Path(out_dir)
     paths = []
-    for experiment in EXPERIMENTS:
-        for name, draw in experiment.figures().items():
-            fig = draw(results)
-            image = io.BytesIO()
-            fig.savefig(image, format="png", dpi=dpi)
-            plt.close(fig)
-            paths.append(write_atomic(out / name, image.getvalue()))
+    for name, fig in draw_figures(results):
+        image = io.BytesIO()
+        fig.savefig(image, format="png", dpi=dpi)
+        plt.close(fig)
+        paths.append(write_atomic(out / name, image.getvalue()))
     return paths
