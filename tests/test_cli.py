@@ -269,3 +269,13 @@ def test_a_killed_run_resumes_with_the_same_results(smoke_results, tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["resumed_fits"] == resumed and manifest["fitted"] == \
         len(smoke_results["fits"]) - resumed
+
+
+def test_run_resumes_from_a_folder(smoke_results, tmp_path):
+    from dataclasses import replace
+
+    config = replace(SMOKE, n_seeds=1)
+    first = reproduce.run(config, progress=False, store=tmp_path)
+    assert len(list((tmp_path / "records").glob("*-s0-*.json"))) == len(first["fits"])
+    with pytest.raises(ValueError, match="n_seeds: saved 1, asked 2"):
+        reproduce.run(SMOKE, progress=False, store=tmp_path)

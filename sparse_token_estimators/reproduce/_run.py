@@ -19,6 +19,7 @@ from ..theory import (
 from ._config import QUICK
 from ._fits import MODELS, describe_models, run_fits
 from ._progress import Progress, count_finished_tasks
+from ._records import RecordStore
 from ._registry import EXPERIMENTS
 from ._report import THRESHOLDS, assess_claims
 
@@ -58,10 +59,13 @@ def run(config=QUICK, *, progress=True, store=None):
     config : ReproductionConfig, default=QUICK
     progress : bool or Progress, default=True
         Show a progress display on stderr, advanced as each fit finishes.
-    store : RecordStore or None, default=None
-        Save each finished fit there, and read back (not fit again) those it
-        holds: a run killed part way continues where it stopped, with the
-        same numbers (the command line keeps one in ``--out``/records).
+    store : str, path, RecordStore or None, default=None
+        An output folder (or its ``_records.RecordStore``): save each
+        finished fit in its ``records/``, and read back (not fit again)
+        those it holds, so a run killed part way continues where it stopped,
+        with the same numbers. A folder whose records were made with another
+        configuration is refused (``ValueError`` naming what differs). The
+        command line keeps them in ``--out``.
 
     Returns
     -------
@@ -82,6 +86,8 @@ def run(config=QUICK, *, progress=True, store=None):
     >>> [c["claim"] for c in results["claims"]][5:]
     ['width separation on the population']
     """
+    if store is not None and not isinstance(store, RecordStore):
+        store = RecordStore(store, config)
     used_by = planned_fits(config)
     if not isinstance(progress, Progress):
         progress = Progress(len(used_by) * config.n_seeds, enabled=bool(progress))
