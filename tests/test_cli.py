@@ -279,3 +279,20 @@ def test_run_resumes_from_a_folder(smoke_results, tmp_path):
     assert len(list((tmp_path / "records").glob("*-s0-*.json"))) == len(first["fits"])
     with pytest.raises(ValueError, match="n_seeds: saved 1, asked 2"):
         reproduce.run(SMOKE, progress=False, store=tmp_path)
+
+
+def test_run_fits_saves_into_the_runs_store_without_being_passed_it(tmp_path, monkeypatch):
+    # what an experiment fits in rounds while it reads the others is resumable too
+    from sparse_token_estimators.reproduce import _fits
+
+    store = _records.RecordStore(tmp_path, SMOKE)
+    fits = [Fit("fcn", 8, SMOKE.seq_len), Fit("fcn", 4, SMOKE.seq_len, "population")]
+    with _records.recording(store):
+        first = _fits.run_fits(SMOKE, fits, reproduce.Progress(4, enabled=False))
+    assert len(store) == len(first) == 2 * SMOKE.n_seeds
+    monkeypatch.setattr(_fits, "_search", lambda *a: pytest.fail("fitted again"))
+    monkeypatch.setattr(_fits, "_fit_population", lambda *a: pytest.fail("fitted again"))
+    progress = reproduce.Progress(4, enabled=False)
+    with _records.recording(store):
+        again = _fits.run_fits(SMOKE, fits, progress)
+    assert repr(again) == repr(first) and progress.resumed == 4

@@ -45,6 +45,7 @@ from ..callbacks import AlignmentRecorder, StepBudget, trace_steps
 from ..datasets import SparseSelectionStream
 from ..estimators import SparseTokenFCN, SparseTokenTransformer
 from ._data import stream_seed, task
+from ._records import active_store
 
 #: what the alignment record holds at each point
 TRACE_KEYS = ("sequences_seen", "alignment", "w_scale")
@@ -335,7 +336,9 @@ def run_fits(config, fits, progress, store=None):
         Advanced as each fit finishes (the caller counts joblib's tasks);
         fits read back from ``store`` count as done (``Progress.resume``).
     store : RecordStore or None, default=None
-        Where finished fits are saved and read back: a fit whose record
+        Where finished fits are saved and read back (None: the store of the
+        enclosing ``_records.recording`` block, which ``run`` opens, if
+        any): a fit whose record
         ``store`` holds (same ``Fit``, seed and configuration) is not fitted
         again. Records are saved as their fits finish: one search's fits
         (one training set: one T and seed) together when the search
@@ -350,6 +353,7 @@ def run_fits(config, fits, progress, store=None):
     """
     fits = sorted(set(fits))
     records = {}
+    store = store if store is not None else active_store()
 
     def to_fit(jobs, text):
         """The ``(fit, seed)`` of ``jobs`` not in ``store``; the others are read back."""

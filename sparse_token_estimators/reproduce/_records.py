@@ -15,6 +15,8 @@
   holding files no run wrote is refused (:func:`foreign_files`).
 """
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import math
@@ -223,6 +225,29 @@ class RecordStore:
 
     def __len__(self):
         return sum(1 for p in self.path.glob("*.json") if p.name != CONFIG_FILE)
+
+
+_ACTIVE = contextvars.ContextVar("record_store", default=None)
+
+
+@contextlib.contextmanager
+def recording(store):
+    """Inside the block, ``run_fits`` without a ``store`` saves into ``store``.
+
+    ``run`` opens one around everything it does, so that every fit of a run
+    (those an experiment asks for while it reads the others, too) is saved
+    and resumed without passing the store along.
+    """
+    token = _ACTIVE.set(store)
+    try:
+        yield store
+    finally:
+        _ACTIVE.reset(token)
+
+
+def active_store():
+    """The store of the innermost ``recording`` block, or None."""
+    return _ACTIVE.get()
 
 
 def describe_differences(saved, asked):

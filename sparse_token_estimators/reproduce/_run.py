@@ -19,7 +19,7 @@ from ..theory import (
 from ._config import QUICK
 from ._fits import MODELS, describe_models, run_fits
 from ._progress import Progress, count_finished_tasks
-from ._records import RecordStore
+from ._records import RecordStore, recording
 from ._registry import EXPERIMENTS
 from ._report import THRESHOLDS, assess_claims
 
@@ -88,6 +88,11 @@ def run(config=QUICK, *, progress=True, store=None):
     """
     if store is not None and not isinstance(store, RecordStore):
         store = RecordStore(store, config)
+    with recording(store):  # every run_fits of the run saves into ``store``
+        return _run(config, progress)
+
+
+def _run(config, progress):
     used_by = planned_fits(config)
     if not isinstance(progress, Progress):
         progress = Progress(len(used_by) * config.n_seeds, enabled=bool(progress))
@@ -95,7 +100,7 @@ def run(config=QUICK, *, progress=True, store=None):
     start = time.perf_counter()
     try:
         with count_finished_tasks(progress.advance):
-            records = run_fits(config, used_by, progress, store=store)
+            records = run_fits(config, used_by, progress)
     finally:
         progress.close()
     results = {
