@@ -92,7 +92,7 @@ def build_parser():
         "--out", default="results",
         help="output folder (default: results); it holds one run: each finished fit is "
              "saved in OUT/records as it finishes, and the same command run again resumes "
-             "from there, fitting only what is missing (a folder holding another "
+             "from there by default, fitting only what is missing (a folder holding another "
              "configuration's records is refused); the outputs of an earlier run there "
              "that this one does not write (e.g. its figures under --no-plots) are "
              "removed; manifest.json, written last, lists the files of the run; a folder "
