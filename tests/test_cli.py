@@ -175,7 +175,10 @@ def test_results_from_records_equal_fresh_ones(smoke_results, tmp_path):
 
 
 def test_results_json_is_strict(tmp_path):
-    results = {"fits": [{"fit_cpu_s": math.nan, "fit_s": 1.5}], "slope": math.inf,
+    import numpy as np
+
+    results = {"fits": [{"fit_cpu_s": math.nan, "fit_s": np.float32(1.5)}],
+               "sd": np.float32("nan"), "n": np.int64(3), "slope": math.inf,
                "curve": [1.0, -math.inf], "nested": {"r2": {"sd": math.nan}}}
     text = _records.dumps(results)
     saved = json.loads(text, parse_constant=_refuse_nan)
@@ -183,6 +186,7 @@ def test_results_json_is_strict(tmp_path):
     assert "learning_curve keeps no fitted model" in saved["fits"][0]["fit_cpu_s_missing"]
     assert saved["slope"] is None and saved["slope_missing"].startswith("+Infinity")
     assert saved["curve"] == [1.0, None]
+    assert saved["fits"][0]["fit_s"] == 1.5 and saved["n"] == 3 and saved["sd"] is None
     assert saved["nested"]["r2"] == {"sd": None, "sd_missing": "NaN: not defined for this row"}
     assert math.isnan(results["slope"] - math.inf)  # the results themselves are left as they were
 

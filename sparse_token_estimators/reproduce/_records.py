@@ -25,6 +25,8 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
+
 #: the folder of the records inside a run's directory, and its configuration file
 RECORDS, CONFIG_FILE, MANIFEST = "records", "config.json", "manifest.json"
 
@@ -82,6 +84,8 @@ def strict_json(value, key=None):
     >>> strict_json({"slope": float("nan"), "r2": [0.5, float("inf")]})
     {'slope': None, 'slope_missing': 'NaN: not defined for this row', 'r2': [0.5, None]}
     """
+    if isinstance(value, np.generic):  # a numpy scalar: its Python value
+        value = value.item()
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
@@ -97,6 +101,8 @@ def strict_json(value, key=None):
 
 
 def _non_finite(value):
+    if isinstance(value, np.generic):
+        value = value.item()
     return isinstance(value, float) and not math.isfinite(value)
 
 
