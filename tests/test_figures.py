@@ -1,5 +1,6 @@
 """Every figure of a run reads at a glance: no text on other text, legends that hide no
-curve, no label struck by a line, text of at least 8 points at the saved size.
+curve, no label struck by a line, no curve hidden under another drawn alike, text of at
+least 8 points at the saved size.
 
 The figures are those ``save_figures`` writes (``draw_figures``), whatever the
 experiments draw; the check is geometric, on the boxes matplotlib lays out.
@@ -7,6 +8,7 @@ experiments draw; the check is geometric, on the boxes matplotlib lays out.
 
 import itertools
 
+import numpy as np
 import pytest
 
 from sparse_token_estimators.reproduce._figures import DPI, draw_figures
@@ -61,6 +63,29 @@ def _curves(ax):
             for line in ax.lines if line.get_visible() and len(line.get_xydata()) > 1]
 
 
+def _labelled(ax):
+    return [line for line in ax.lines if line.get_visible()
+            and not line.get_label().startswith("_") and len(line.get_xydata()) > 1]
+
+
+def _style(line):
+    """What tells two curves apart where they coincide (colour does not: one hides the other)."""
+    hollow = str(line.get_markerfacecolor()).lower() == "none"
+    return line.get_linestyle(), line.get_marker() or "None", hollow
+
+
+def _coincide(a, b, pixels=3.0):
+    """Whether ``a`` and ``b`` pass within ``pixels`` of each other at every x they share."""
+    pa = a.get_transform().transform(a.get_xydata())
+    pb = b.get_transform().transform(b.get_xydata())
+    xs = sorted(set(np.round(pa[:, 0], 1)) & set(np.round(pb[:, 0], 1)))
+    if len(xs) < 2:
+        return False
+    ya = dict(zip(np.round(pa[:, 0], 1), pa[:, 1]))
+    yb = dict(zip(np.round(pb[:, 0], 1), pb[:, 1]))
+    return all(abs(ya[x] - yb[x]) < pixels for x in xs)
+
+
 def _problems(fig):
     fig.set_dpi(DPI)
     renderer = fig.canvas.get_renderer()
@@ -90,6 +115,11 @@ def _problems(fig):
             for label, path in _curves(ax):
                 if path.intersects_bbox(box, filled=False):
                     problems.append(f"{legend_what} hides part of the curve {label!r}")
+    for i, ax in enumerate(fig.axes):  # curves on top of each other, drawn alike
+        for a, b in itertools.combinations(_labelled(ax), 2):
+            if _style(a) == _style(b) and _coincide(a, b):
+                problems.append(f"axes {i}: {a.get_label()!r} hides {b.get_label()!r} "
+                                "(same path, same line style and marker)")
     for i, ax in enumerate(fig.axes):  # a line through a label
         for text in ax.texts:
             box = text.get_window_extent(renderer)
@@ -124,11 +154,13 @@ def test_the_check_sees_overlaps():
     ax.set_xticks([0.0, 0.01], ["zero", "one hundredth"])
     ax.set_ylabel("y")
     ax.text(0.5, 0.5, "struck")
+    ax.plot([0, 1], [0, 1.0001], label="another curve", color="tab:orange")
     found = _problems(fig)
     plt.close(fig)
     assert any("legend hides part of the curve 'a curve'" in p for p in found)
     assert any("legend text 'a curve' is 6.2 pt" in p for p in found)
     assert any("struck by the line 'a curve'" in p for p in found)
     assert any("axes 0 title runs off the figure" in p for p in found)
+    assert any("'a curve' hides 'another curve'" in p for p in found)
     assert any("tick label 'zero' overlaps axes 0 x tick label 'one hundredth'" in p
                for p in found)
