@@ -338,12 +338,12 @@ def run_fits(config, fits, progress, store=None):
     store : RecordStore or None, default=None
         Where finished fits are saved and read back (None: the store of the
         enclosing ``_records.recording`` block, which ``run`` opens, if
-        any): a fit whose record
-        ``store`` holds (same ``Fit``, seed and configuration) is not fitted
-        again. Records are saved as their fits finish: one search's fits
-        (one training set: one T and seed) together when the search
-        returns, a learning curve's when it returns, each population fit
-        on its own.
+        any): a fit whose record ``store`` holds (same ``Fit``, seed and
+        configuration) is not fitted again. Records are saved as their fits
+        finish: one search's fits (one training set: one T and seed)
+        together when the search returns (``GridSearchCV`` returns nothing
+        before), a learning curve's when it returns, each population fit on
+        its own.
 
     Returns
     -------
