@@ -297,19 +297,6 @@ def test_plotting_explains_missing_matplotlib(monkeypatch, results, tmp_path):
         reproduce.save_figures(results, tmp_path)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--scale", "huge"], "invalid choice"),
-    (["--n-selected", "12", "--seq-len", "10"], "n_selected must be between 1 and seq_len"),
-    (["--n-samples", "0"], "n_samples must be an integer >= 1"),
-    (["--seeds", "0"], "seeds must be an integer >= 1"),
-    (["--device", "tpu"], "device must be"),
-])
-def test_cli_refuses_bad_arguments_before_any_fit(argv, message, capsys):
-    with pytest.raises(SystemExit):
-        cli.main(argv + ["--no-plots"])
-    assert message in capsys.readouterr().err
-
-
 def test_config_refuses_length_factors_without_the_judged_lengths():
     # the length claim reads R^2 at T and 4T: without them it has nothing to judge
     with pytest.raises(ValueError, match="must include 1 and 4"):

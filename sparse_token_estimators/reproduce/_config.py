@@ -173,6 +173,7 @@ class ReproductionConfig:
                 f"length_factors={self.length_factors!r} must include 1 and 4: the length "
                 "claim is judged at T and 4T; add them, e.g. (1, 2, 4, 8)."
             )
+        _check_values(self)
 
     def seeds(self):
         """The seeds of the run."""
@@ -222,6 +223,30 @@ class ReproductionConfig:
         grid = np.unique(np.round(np.linspace(low, high, min(self.n_lengths, high - low + 1))))
         named = [f * self.seq_len for f in self.length_factors]
         return sorted({int(L) for L in grid} | set(named))
+
+
+#: the seeds a fit takes (scikit-learn's ``random_state``): 0 to 2**32 - 1
+MAX_SEED = 2**32 - 1
+
+
+def _check_values(config):
+    """Refuse values a run would fail on late (in a worker, after minutes)."""
+    T, q = config.seq_len, config.n_selected
+    if not 1 <= q < T:
+        raise ValueError(
+            f"n_selected must be between 1 and seq_len - 1; got n_selected={q} with "
+            f"seq_len={T}: with every token selected (q = T) there is nothing to select, "
+            "and the FCN bound's (T - q) vanishes. Use a smaller n_selected or a larger "
+            "seq_len.")
+    last = config.seed + config.n_seeds - 1
+    if not 0 <= config.seed <= last <= MAX_SEED:
+        raise ValueError(
+            f"seed must be between 0 and 2**32 - 1 = {MAX_SEED} for every seed of the run "
+            f"(seed to seed + n_seeds - 1); got seed={config.seed} with "
+            f"n_seeds={config.n_seeds}.")
+    if config.n_jobs == 0:
+        raise ValueError("n_jobs must be a non-zero integer or None (-1: all cores, "
+                         "n >= 1: n parallel fits); got 0.")
 
 
 #: about 6 minutes on 2 CPU cores, every claim judged over 3 seeds

@@ -19,6 +19,7 @@ from ..theory import (
 from ._config import QUICK
 from ._fits import MODELS, describe_models, run_fits
 from ._progress import Progress, count_finished_tasks
+from ._records import RecordStore, recording
 from ._registry import EXPERIMENTS
 from ._report import THRESHOLDS, assess_claims
 
@@ -46,7 +47,7 @@ def planned_fits(config):
     return used_by
 
 
-def run(config=QUICK, *, progress=True):
+def run(config=QUICK, *, progress=True, store=None):
     """Run every experiment over ``config.n_seeds`` seeds and assess the claims.
 
     Each distinct fit the experiments ask for is made once per seed (inside
@@ -58,6 +59,13 @@ def run(config=QUICK, *, progress=True):
     config : ReproductionConfig, default=QUICK
     progress : bool or Progress, default=True
         Show a progress display on stderr, advanced as each fit finishes.
+    store : str, path, RecordStore or None, default=None
+        An output folder (or its ``_records.RecordStore``): save each
+        finished fit in its ``records/``, and read back (not fit again)
+        those it holds, so a run killed part way continues where it stopped,
+        with the same numbers. A folder whose records were made with another
+        configuration is refused (``ValueError`` naming what differs). The
+        command line keeps them in ``--out``.
 
     Returns
     -------
@@ -78,6 +86,13 @@ def run(config=QUICK, *, progress=True):
     >>> [c["claim"] for c in results["claims"]][5:]
     ['width separation on the population']
     """
+    if store is not None and not isinstance(store, RecordStore):
+        store = RecordStore(store, config)
+    with recording(store):  # every run_fits of the run saves into ``store``
+        return _run(config, progress)
+
+
+def _run(config, progress):
     used_by = planned_fits(config)
     if not isinstance(progress, Progress):
         progress = Progress(len(used_by) * config.n_seeds, enabled=bool(progress))

@@ -40,7 +40,7 @@ from ._experiment import (
     markdown_table,
     summarise,
 )
-from ._figures import STYLES, powers_of_two_ticks, pyplot, task_title
+from ._figures import STYLES, legend_beside, powers_of_two_ticks, pyplot, task_title
 from ._fits import Fit, model_name
 
 MODELS = {"fcn": "hidden_width", "paper": "pe_dim"}
@@ -250,7 +250,7 @@ def plot_width_scaling(results):
     plt = pyplot()
     cfg, section = results["config"], results["width_scaling"]
     d, q = cfg["token_dim"], cfg["n_selected"]
-    fig, ax = plt.subplots(figsize=(10, 4.2))
+    fig, ax = plt.subplots(figsize=(10, 4.2), layout="constrained")
     plotted = []
     for model, offset in (("fcn", 0), ("paper", d)):
         style = STYLES[model]
@@ -283,8 +283,7 @@ def plot_width_scaling(results):
     ax.set(xlabel="sequence length T", ylabel="smallest width (FCN: m; transformer: d + pe_dim)",
            title=f"Smallest width whose validation R^2 reaches {section['target_r2']}"
                  f"\n({task_title(cfg)})")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
+    legend_beside(ax)
     return fig
 
 
