@@ -25,7 +25,7 @@ from sparse_token_estimators import (
     _params,
     make_sparse_selection,
 )
-from sparse_token_estimators import estimators as estimators_module
+from sparse_token_estimators import _device as device_module
 from sparse_token_estimators.modules import FullyConnectedNet, SparseTokenAttention
 
 X, Y = make_sparse_selection(96, 6, 3, n_selected=2, random_state=0)
@@ -199,7 +199,7 @@ def test_moving_to_another_device_moves_module_optimizer_and_generator(name, fit
     # The move itself, run on the CPU: every step of it executes (to the CPU),
     # and training continues exactly as without the move.
     est, twin = fitted[name], copy.deepcopy(fitted[name])
-    monkeypatch.setattr(estimators_module, "_same_device", lambda a, b: False)
+    monkeypatch.setattr(device_module, "same_device", lambda a, b: False)
     rng = est.torch_rng_
     est.set_params(device="cpu")
     assert_array_equal(est.predict(X_TEST), twin.predict(X_TEST))
