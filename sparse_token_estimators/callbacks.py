@@ -378,11 +378,11 @@ class ValidationSplitCheck(Callback):
                     f"score the training data with {type(cb).__name__}(..., on_train=True)."
                 )
             if isinstance(monitor, str) and monitor.startswith("valid"):
+                train = "train_loss_best" if monitor.endswith("_best") else "train_loss"
                 raise ValueError(
                     f"Callback {name!r} monitors {monitor!r}, a validation score, but "
                     "train_split=None holds out no validation data, so there would be "
                     f"no {monitor!r} after the first epoch. Pass "
                     "train_split=skorch.dataset.ValidSplit(5) (holds out 20%), or "
-                    f"monitor='train_loss'{'_best' if monitor.endswith('_best') else ''}"
-                    " to monitor the training loss."
+                    f"monitor={train!r} to monitor the training loss."
                 )

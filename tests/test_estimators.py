@@ -4,13 +4,14 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from numpy.testing import assert_array_equal
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import Ridge
 from sklearn.metrics import r2_score
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
-from skorch.callbacks import Callback, EarlyStopping
+from skorch.callbacks import Callback, Checkpoint, EarlyStopping, EpochScoring
 from skorch.dataset import ValidSplit
 
 from sparse_token_estimators import (
@@ -596,3 +597,117 @@ def test_one_dimensional_target_gets_a_reshape_hint():
     X, y = make_sparse_selection(20, 10, 1, 2, random_state=0)
     with pytest.raises(ValueError, match=r"y.reshape\(-1, 1\)"):
         SparseTokenFCN(max_epochs=1).fit(X, y.ravel())
+
+
+# -- one fitted model, many callers (issue 20) ------------------------------------
+
+
+def test_predict_from_four_threads_is_the_sequential_prediction(fitted_transformer, test_task):
+    # device "auto": predict used to resolve it by writing to the estimator,
+    # so concurrent calls saw "cpu" in get_params and each other's state.
+    from concurrent.futures import ThreadPoolExecutor
+
+    est = copy.deepcopy(fitted_transformer)
+    assert est.get_params()["device"] == "auto"
+    X = test_task[0][:64]
+    expected = est.predict(X)
+    params, attributes = est.get_params(deep=False), dict(vars(est))
+
+    def calls(_):
+        return [est.predict(X) for _ in range(50)]
+
+    with ThreadPoolExecutor(4) as pool:
+        results = [y for batch in pool.map(calls, range(4)) for y in batch]
+    assert len(results) == 200
+    for y in results:
+        assert_array_equal(y, expected)
+    assert est.get_params(deep=False) == params
+    assert vars(est).keys() == attributes.keys()
+    assert all(vars(est)[key] is value for key, value in attributes.items())
+
+
+def test_epoch_scoring_with_a_scikit_learn_scorer_during_fit(tiny_task):
+    # skorch hands the validation Dataset to predict (issue 20, point 3).
+    from skorch.callbacks import EpochScoring
+
+    X, y = tiny_task
+    est = SparseTokenFCN(hidden_width=16, max_epochs=2, random_state=0,
+                         train_split=ValidSplit(5),
+                         callbacks=[EpochScoring("r2", lower_is_better=False)]).fit(X, y)
+    scores = est.history_[:, "r2"]
+    assert len(scores) == 2 and np.isfinite(scores).all()
+    # the last one is the R^2 of the fitted model on the held-out fifth
+    held_out = slice(0, len(X) // 5)  # ValidSplit(5) of a regressor: the first fold
+    assert scores[-1] == pytest.approx(est.score(X[held_out], y[held_out]), abs=1e-6)
+
+
+VALIDATION_CALLBACKS = {
+    "EarlyStopping": (lambda path: EarlyStopping(), "'valid_loss'", "monitor='train_loss'"),
+    "Checkpoint": (lambda path: Checkpoint(dirname=path), "'valid_loss_best'",
+                   "monitor='train_loss_best'"),
+    "EpochScoring": (lambda path: EpochScoring("r2"), "on_train=False", "on_train=True"),
+}
+
+
+@pytest.mark.parametrize("name", list(VALIDATION_CALLBACKS))
+def test_callbacks_that_need_a_validation_split_say_so_before_training(name, tiny_task,
+                                                                       tmp_path):
+    X, y = tiny_task
+    make, what, fix = VALIDATION_CALLBACKS[name]
+    est = SparseTokenFCN(hidden_width=16, max_epochs=2, random_state=0,
+                         callbacks=[make(tmp_path / "cp")])
+    with pytest.raises(ValueError) as info:
+        est.fit(X, y)
+    message = str(info.value)
+    assert what in message and fix in message
+    assert "train_split=skorch.dataset.ValidSplit(5)" in message
+    assert est.history_ is None and not est.initialized_  # before the first epoch
+    assert not (tmp_path / "cp" / "params.pt").exists()
+    # both ways out work
+    est.set_params(train_split=ValidSplit(5)).fit(X, y)
+    assert len(est.history_) == 2 and "valid_loss" in est.history_[-1]
+    if name == "Checkpoint":
+        assert (tmp_path / "cp" / "params.pt").exists()
+    if name != "EpochScoring":
+        cb = make(tmp_path / "cp2")
+        cb.set_params(monitor=fix.split("=")[1].strip("'"))
+        est = SparseTokenFCN(hidden_width=16, max_epochs=2, random_state=0,
+                             callbacks=[cb]).fit(X, y)
+        assert len(est.history_) == 2
+
+
+# -- clear errors (issue 20, point 6) ---------------------------------------------
+
+
+def test_predict_attention_with_batch_size_minus_one_is_one_batch(fitted_transformer,
+                                                                  test_task):
+    est = copy.deepcopy(fitted_transformer)
+    X = test_task[0][:50]
+    expected = est.predict_attention(X)
+    attention = est.set_params(batch_size=-1).predict_attention(X)
+    assert attention.shape == expected.shape
+    np.testing.assert_allclose(attention, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_float64_default_dtype_is_refused_with_the_fix(tiny_task):
+    X, y = tiny_task
+    est = SparseTokenFCN(hidden_width=16, max_epochs=1, random_state=0)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with pytest.raises(TypeError, match=r"torch's default dtype is torch\.float64.*"
+                                            r"torch\.set_default_dtype\(torch\.float32\)"):
+            est.fit(X, y)
+    finally:
+        torch.set_default_dtype(default)
+    assert not est.initialized_
+    assert np.isfinite(est.fit(X, y).predict(X)).all()
+
+
+def test_score_on_overflowing_outputs_says_why(fitted_fcn, test_task):
+    X, y = test_task
+    X = X.copy()
+    X[..., :-1] = np.float32(3.3e38)  # finite float32 tokens, infinite outputs
+    with pytest.raises(ValueError, match=r"returned \d+ non-finite value\(s\).*overflow "
+                                         r"float32.*Scale X as the training data"):
+        fitted_fcn.score(X, y)
