@@ -73,7 +73,7 @@ class SparseTokenTransformer(_SparseTokenRegressor):
         crosstalk makes a larger c worse, and a larger c keeps the attention
         sharp on longer sequences, so more draws generalise further in length,
         at a training cost that grows with the draws (measured in the user
-        guide, "Averaging positional draws"). At prediction the draws come
+        guide, "Positional encodings"). At prediction the draws come
         from a seed fixed at fit and kept in the module's ``state_dict``, so
         a prediction depends only on its own sequence and on the weights.
         The deterministic encodings ignore it: all their draws would be the
