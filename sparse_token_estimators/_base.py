@@ -1,13 +1,22 @@
 """The base class of the estimators: what every sparse-token regressor shares.
 
-A subclass declares its module (the ``module`` default), its parameters (an
-``__init__`` that stores them), their rules (``_parameter_constraints``, from
-``_params``), which of them the module is built with (``_module_params``, and
-``_module_kwargs`` for the sizes), which sizes it needs (``_sizes``) and which
-lengths it accepts (``_check_seq_len``). Everything else lives here or next
-door: what a fitted module was built with in ``_fitted``, the training checks
-in ``callbacks``, device helpers in ``_device``, the data layout in
-``_layout``, the parameter rules in ``_params``.
+A new estimator subclasses ``_SparseTokenRegressor`` and declares only
+
+- its module: the ``module`` default of its ``__init__`` (a torch module class);
+- its parameters: keyword arguments of ``__init__``, stored under their names
+  (skorch's and scikit-learn's convention), passed on to ``super().__init__``;
+- their rules: ``_parameter_constraints`` (see ``_params``), and their group
+  in ``_params.GROUPS`` (what a change does to a fitted estimator);
+- what the module is built with: ``_module_params`` (parameter names) and
+  ``_module_kwargs`` for the fitted sizes (``token_dim_``, ``seq_len_``);
+  ``_sizes``, the sizes ``initialize()`` needs without data;
+- which lengths it accepts: ``_check_seq_len(seq_len, fitting=...)``.
+
+Everything else lives here or next door, one concern per module: the checks
+run before anything is built (``_checks``), what a fitted module was built
+with and what ``set_params`` does to it (``_fitted``), the training checks
+(``callbacks``, installed by default), device helpers (``_device``), the data
+layout (``_layout``) and the parameter rules (``_params``).
 
 ``fit``, ``partial_fit`` and ``initialize`` are transactions: every parameter,
 routed value, fit keyword and the data are checked before anything is built;
@@ -23,16 +32,15 @@ import torch
 from sklearn.metrics import r2_score
 from sklearn.utils import check_random_state
 from skorch import NeuralNet, NeuralNetRegressor
-from skorch.dataset import ValidSplit
 from skorch.utils import is_dataset
 from torch.utils.data import TensorDataset
 
-from . import _device, _params
 from ._batching import TensorBatches
+from ._checks import InputChecksMixin
 from ._device import ResolvedDevice, resolve_device
 from ._device import generator_on as _generator_on
 from ._fitted import FittedStateMixin
-from ._layout import check_target, check_tokens
+from ._layout import check_target
 from .callbacks import (
     DivergenceCheck,
     EpochStepCheck,
@@ -40,14 +48,13 @@ from .callbacks import (
     TrainingDivergedError,
     ValidationSplitCheck,
 )
-from .datasets import SparseSelectionStream
 
 #: what ``__getstate__`` writes: 2 since the fitted state holds the parameters
 #: the module was built with and the module its prediction seed (0.1.0: 1)
 _PICKLE_FORMAT = 2
 
 
-class _SparseTokenRegressor(FittedStateMixin, NeuralNetRegressor):
+class _SparseTokenRegressor(InputChecksMixin, FittedStateMixin, NeuralNetRegressor):
     """What both estimators share; subclasses say which module to build."""
 
     #: constructor parameters forwarded to the module
@@ -114,75 +121,6 @@ class _SparseTokenRegressor(FittedStateMixin, NeuralNetRegressor):
         # ``device`` resolves itself on every read (ResolvedDevice); kept so
         # that load_params reads as before
         return nullcontext()
-
-    # -- checks, before anything is built -----------------------------------------
-
-    def _check_params(self, names=None):
-        """Validate the parameters (all, or those in ``names``) before they are used.
-
-        The rules are ``_parameter_constraints`` (from ``_params``), checked
-        by scikit-learn's own parameter validation; skorch's check of routed
-        ``prefix__name`` arguments and the routed values themselves (on
-        scratch objects) run here too, before anything is built.
-        """
-        params = self.get_params(deep=False)
-        if names is not None:
-            params = {name: params[name] for name in names if name in params}
-        _params.validate(self._parameter_constraints, params, type(self).__name__)
-        if names is None:
-            self._check_routed_names()
-            _params.check_components(self, iterators=True)
-        if "device" in params:
-            resolve_device(self.__dict__["device"])  # an absent GPU is a fact of the machine
-        if torch.get_default_dtype() != torch.float32:
-            raise TypeError(
-                f"torch's default dtype is {torch.get_default_dtype()} (set by "
-                f"torch.set_default_dtype), but {type(self).__name__} builds and runs "
-                "its module in float32, the dtype X is cast to. Call "
-                "torch.set_default_dtype(torch.float32) before fit and predict (set it "
-                "back after, if other code needs float64)."
-            )
-
-    def _check_routed_names(self):
-        # skorch's check of prefix__name arguments, before anything is built.
-        # skorch learns the component prefixes (module, criterion, optimizer)
-        # as it builds them and has no public check: name them for its private one.
-        had = "prefixes_" in self.__dict__
-        saved = self.__dict__.get("prefixes_")
-        components = ["module", "criterion", "optimizer"]
-        self.__dict__["prefixes_"] = [*self.prefixes_, *(c for c in components
-                                                         if c not in self.prefixes_)]
-        try:
-            super()._validate_params()
-        finally:
-            if had:
-                self.__dict__["prefixes_"] = saved
-            else:
-                del self.__dict__["prefixes_"]
-
-    def _check_fit_params(self, fit_params, method):
-        """Refuse fit keywords that the module's forward does not take."""
-        if "sample_weight" in fit_params:
-            raise TypeError(
-                f"{type(self).__name__}.{method} does not support sample_weight: it "
-                "minimises the squared error with every sequence weighted equally. To "
-                "weight sequences, repeat them (integer weights: "
-                "np.repeat(X, w, axis=0) with np.repeat(y, w, axis=0)) or resample X "
-                "and y with probabilities proportional to the weights."
-            )
-        module = self.module if isinstance(self.module, type) else type(self.module)
-        forward = inspect.signature(module.forward).parameters
-        if any(p.kind is p.VAR_KEYWORD for p in forward.values()):
-            return
-        accepted = set(list(forward)[2:]) - set(self._forward_args_supplied)
-        unknown = sorted(set(fit_params) - accepted)
-        if unknown:
-            raise TypeError(
-                f"{type(self).__name__}.{method} got the keyword argument(s) "
-                f"{', '.join(unknown)}, which {module.__name__}.forward does not take "
-                f"(it takes {', '.join(sorted(accepted)) or 'none'}). Keywords of fit "
-                "go to the module's forward; pass X and y alone."
-            )
 
     # -- building -----------------------------------------------------------------
 
@@ -438,95 +376,7 @@ class _SparseTokenRegressor(FittedStateMixin, NeuralNetRegressor):
         return sum(1 for row in self.history[first:] for batch in row["batches"]
                    if "train_loss" in batch)
 
-    def _check_training_data(self, X, y, *, continues):
-        """Validate the training data against the parameters; return it and its sizes."""
-        if isinstance(X, SparseSelectionStream):
-            self._check_stream(X, y)
-            token_dim, seq_len, where = X.token_dim, X.seq_len, "the stream"
-            if continues and token_dim != self.token_dim_:
-                raise ValueError(
-                    f"The stream has token_dim {token_dim}, but the estimator was "
-                    f"fitted with token_dim {self.token_dim_}. Continue on a stream "
-                    "with the token_dim seen in fit."
-                )
-        else:
-            X = check_tokens(X, token_dim=self.token_dim_ if continues else None)
-            y = check_target(y, X)
-            token_dim, seq_len, where = X.shape[2] - 1, X.shape[1], f"X of shape {X.shape}"
-        if continues:
-            self._check_seq_len(seq_len, fitting=False)
-        else:
-            for name, value in (("token_dim", token_dim), ("seq_len", seq_len)):
-                given = getattr(self, name, None)
-                if given is not None and given != value:
-                    raise ValueError(
-                        f"{where} has {name} {value}, but {type(self).__name__} was "
-                        f"given {name}={given}. Set {name}=None to learn it from the "
-                        f"data, or pass data with {name} {given}."
-                    )
-            self._check_seq_len(seq_len, fitting=True)
-        return X, y, (token_dim, seq_len)
-
-    def _check_stream(self, stream, y):
-        if y is not None:
-            raise ValueError(
-                "y must be None when X is a SparseSelectionStream: the stream draws "
-                "the targets with the sequences. Call fit(stream)."
-            )
-        if isinstance(self.train_split, ValidSplit):
-            raise ValueError(
-                f"train_split={type(self.train_split).__name__}(...) splits a fixed "
-                "dataset and cannot "
-                "split a stream of fresh samples. Use train_split=None, and score the "
-                "fitted estimator on held-out data from make_sparse_selection."
-            )
-        if not (isinstance(self.iterator_train, type)
-                and issubclass(self.iterator_train, TensorBatches)):
-            raise ValueError(
-                f"iterator_train={self.iterator_train!r} cannot draw a stream's "
-                "fresh batches; fit on a SparseSelectionStream with the default "
-                "iterator_train=TensorBatches."
-            )
-        seed = stream.random_state
-        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-            try:
-                np.random.SeedSequence(int(seed))
-            except (ValueError, TypeError) as exc:
-                raise ValueError(
-                    f"The stream's random_state={seed!r} is not a seed numpy accepts "
-                    f"({exc}). Make the stream with random_state a non-negative int, a "
-                    "numpy RandomState or Generator, or None."
-                ) from None
-        requested = self.__dict__["device"]
-        ours = resolve_device(requested)
-        if ours is not None and not _device.same_device(resolve_device(stream.device), ours):
-            raise ValueError(
-                f"The stream draws on {stream.device!r} ({resolve_device(stream.device)}) "
-                f"but {type(self).__name__} trains on {requested!r} ({ours}): every "
-                f"batch would be copied. Make the stream with device={requested!r}."
-            )
-
-    def _check_seq_len(self, seq_len, *, fitting):
-        """Raise if this estimator cannot take sequences of ``seq_len``."""
-
     # -- prediction: reads the estimator, writes nothing to it --------------------
-
-    def _check_X(self, X):
-        """Check that the estimator is fitted and ``X`` fits it; return ``X``."""
-        if isinstance(X, SparseSelectionStream):
-            raise TypeError(
-                "A SparseSelectionStream is for training; predict and score take an "
-                "array X of shape (n_samples, seq_len, token_dim + 1). Draw held-out "
-                "data with make_sparse_selection(n_samples, seq_len, token_dim, "
-                "n_selected, random_state=...)."
-            )
-        self._check_fitted()
-        self._check_params(_params.PREDICTION)
-        if is_dataset(X):  # skorch's validation split (EpochScoring), checked at fit
-            return X
-        X = check_tokens(X, token_dim=self.token_dim_)
-        self._check_seq_len(X.shape[1], fitting=False)
-        return X
 
     def predict(self, X):
         """Predict the average of the selected tokens.

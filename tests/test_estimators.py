@@ -323,7 +323,7 @@ def test_partial_fit_continues_training(make_estimator, tiny_task):
 @pytest.mark.parametrize("method", ["fit", "partial_fit"])
 def test_training_data_is_checked_once_per_call(method, make_estimator, tiny_task, monkeypatch):
     # skorch's fit calls partial_fit; the checks (a pass over all of X) run once.
-    import sparse_token_estimators._base as estimators
+    import sparse_token_estimators._checks as estimators
 
     calls = []
 
