@@ -25,7 +25,6 @@ puts the estimator back as it was before the call.
 """
 
 import inspect
-from contextlib import nullcontext
 
 import numpy as np
 import torch
@@ -37,7 +36,7 @@ from torch.utils.data import TensorDataset
 
 from ._batching import TensorBatches
 from ._checks import InputChecksMixin
-from ._device import ResolvedDevice, resolve_device
+from ._device import ResolvedDevice, resolve_device, resolved_device
 from ._device import generator_on as _generator_on
 from ._fitted import FittedStateMixin
 from ._layout import check_target
@@ -118,9 +117,9 @@ class _SparseTokenRegressor(InputChecksMixin, FittedStateMixin, NeuralNetRegress
                 *super()._default_callbacks]
 
     def _device_scope(self):
-        # ``device`` resolves itself on every read (ResolvedDevice); kept so
-        # that load_params reads as before
-        return nullcontext()
+        # skorch reads ``self.device`` and does not know "auto": within this
+        # scope (this thread only, nothing written to self) it reads resolved
+        return resolved_device(self)
 
     # -- building -----------------------------------------------------------------
 
@@ -142,7 +141,10 @@ class _SparseTokenRegressor(InputChecksMixin, FittedStateMixin, NeuralNetRegress
         sizes = self._sizes_from_params()
         snapshot = self._snapshot()
         try:
-            return self._initialize(sizes)
+            with self._device_scope():
+                self._initialize(sizes)
+            self._set_training(False)  # so that predict writes nothing, not even the mode
+            return self
         except BaseException:
             self._restore(snapshot)
             raise
@@ -337,16 +339,10 @@ class _SparseTokenRegressor(InputChecksMixin, FittedStateMixin, NeuralNetRegress
         continues = warm and self._is_current()
         X, y, sizes = self._check_training_data(X, y, continues=continues)
         snapshot = self._snapshot()
+        first = len(self.history) if continues else 0  # a fresh fit starts a new history
         try:
-            if continues:
-                self._apply_to_fitted()
-                self._rebuild_changed_components()
-                if self.seq_len_ is None:  # initialised without data: the first length trained on
-                    self.seq_len_ = sizes[1]
-            else:
-                self._initialize(sizes)
-            first = len(self.history)
-            super().partial_fit(X, y, _routing_method=routing_method, **fit_params)
+            with self._device_scope():
+                self._fit_steps(X, y, continues, sizes, routing_method, fit_params)
         except TrainingDivergedError:
             self._forget_module()  # no model that predicts NaN; history_ shows why
             raise
@@ -369,7 +365,19 @@ class _SparseTokenRegressor(InputChecksMixin, FittedStateMixin, NeuralNetRegress
             raise KeyboardInterrupt(
                 f"{type(self).__name__}.{routing_method} was interrupted before its first "
                 "optimisation step; the estimator is as it was before the call.")
+        self._set_training(False)  # so that predict writes nothing, not even the mode
         return self
+
+    def _fit_steps(self, X, y, continues, sizes, routing_method, fit_params):
+        """Build or continue, then skorch's training loop (in the device scope)."""
+        if continues:
+            self._apply_to_fitted()
+            self._rebuild_changed_components()
+            if self.seq_len_ is None:  # initialised without data: the first length trained on
+                self.seq_len_ = sizes[1]
+        else:
+            self._initialize(sizes)
+        super().partial_fit(X, y, _routing_method=routing_method, **fit_params)
 
     def _steps_since(self, first):
         """Optimisation steps recorded in ``history_`` from epoch ``first`` on."""
@@ -396,8 +404,26 @@ class _SparseTokenRegressor(InputChecksMixin, FittedStateMixin, NeuralNetRegress
             As scikit-learn regressors return; the module computes in float32.
         """
         X = self._check_X(X)
-        # skorch's prediction loop (this class hides predict_proba itself)
-        return NeuralNet.predict_proba(self, X).astype(np.float64)
+        with self._device_scope():
+            # skorch's prediction loop (this class hides predict_proba itself)
+            return NeuralNet.predict_proba(self, X).astype(np.float64)
+
+    def forward_iter(self, X, training=False, device="cpu"):
+        """skorch's ``forward_iter``, with ``device="auto"`` resolved (for ``forward``).
+
+        Parameters
+        ----------
+        X : array-like or Dataset
+        training : bool, default=False
+        device : str, default="cpu"
+            Where the outputs are put.
+
+        Yields
+        ------
+        y_pred : Tensor of shape (batch, token_dim)
+        """
+        with self._device_scope():
+            yield from super().forward_iter(X, training=training, device=device)
 
     @property
     def predict_proba(self):

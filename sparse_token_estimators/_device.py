@@ -1,5 +1,8 @@
 """Where tensors live: the ``device`` argument of the estimators and the data stream."""
 
+import threading
+from contextlib import contextmanager
+
 import torch
 
 
@@ -29,22 +32,28 @@ def resolve_device(device):
     return device
 
 
+_scopes = threading.local()
+
+
 class ResolvedDevice:
-    """The ``device`` attribute of an estimator: stored as given, read resolved.
+    """The ``device`` attribute of an estimator: stored as given, read resolved in a call.
 
     skorch reads ``self.device`` wherever it places a tensor and does not know
     "auto". As a data descriptor on the class, this hands skorch the resolved
-    device on every read, while the instance's ``__dict__`` keeps what the user
-    gave (``get_params``, ``clone`` and pickles see "auto"). Reading writes
-    nothing, so concurrent ``predict`` calls cannot see each other's state.
-    A value that does not resolve is handed back as is, for the parameter
-    checks to name it.
+    device while one of the estimator's calls runs (:func:`resolved_device`),
+    and the value as given otherwise (``est.device``, ``get_params``, ``clone``
+    and pickles see "auto"). The scope is the calling thread's, not the
+    estimator's: a call writes nothing to the estimator, so concurrent
+    ``predict`` calls cannot see each other's state. A value that does not
+    resolve is handed back as is, for the parameter checks to name it.
     """
 
     def __get__(self, obj, owner=None):
         if obj is None:
             return self
         requested = obj.__dict__["device"]
+        if id(obj) not in getattr(_scopes, "active", {}):
+            return requested
         try:
             return resolve_device(requested)
         except ValueError:
@@ -52,6 +61,19 @@ class ResolvedDevice:
 
     def __set__(self, obj, value):
         obj.__dict__["device"] = value
+
+
+@contextmanager
+def resolved_device(obj):
+    """Within the block, in this thread, ``obj.device`` reads resolved (re-entrant)."""
+    active = _scopes.__dict__.setdefault("active", {})
+    active[id(obj)] = active.get(id(obj), 0) + 1
+    try:
+        yield
+    finally:
+        active[id(obj)] -= 1
+        if not active[id(obj)]:
+            del active[id(obj)]
 
 
 def same_device(a, b):

@@ -16,7 +16,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from . import _params
-from ._device import move_fitted
+from ._device import move_fitted, resolve_device
 
 _UNSET = "(unset)"
 
@@ -176,7 +176,7 @@ class FittedStateMixin:
         module attributes (``n_pe_draws``) are set; ``compile`` compiles or
         un-compiles the module in place. Writes only what differs.
         """
-        move_fitted(self, self.device)
+        move_fitted(self, resolve_device(self.__dict__["device"]))
         for name in self._module_attributes:
             if getattr(self.module_, name) != getattr(self, name):
                 setattr(self.module_, name, getattr(self, name))

@@ -220,8 +220,8 @@ class SparseTokenTransformer(_SparseTokenRegressor):
         X = self._check_X(X)
         self._set_training(False)
         # skorch's iterator: batch_size=-1 is one batch of everything, as in predict
-        batches = self.get_iterator(self.get_dataset(X), training=False)
-        with torch.no_grad():
+        with self._device_scope(), torch.no_grad():
+            batches = self.get_iterator(self.get_dataset(X), training=False)
             attention = [self.module_.attention(to_tensor(unpack_data(b)[0], self.device))
                          for b in batches]
         return to_numpy(torch.cat(attention))

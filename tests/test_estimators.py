@@ -570,7 +570,8 @@ def test_predict_from_four_threads_is_the_sequential_prediction(fitted_transform
     assert len(results) == 200
     for y in results:
         assert_array_equal(y, expected)
-    assert est.get_params(deep=False) == params
+    assert est.get_params(deep=False) == params and est.device == "auto"
+    assert not est.module_.training  # not even the module's mode was flipped
     assert vars(est).keys() == attributes.keys()
     assert all(vars(est)[key] is value for key, value in attributes.items())
 
