@@ -465,7 +465,7 @@ def test_a_fit_that_takes_no_step_is_an_error_not_a_model(est_name, case):
         assert not est.initialized_ and not hasattr(est, "module_")
         with pytest.raises(NotFittedError):
             est.predict(X_OK)
-        assert len(est.history_) == 0  # the empty epoch is not recorded
+        assert est.history_ is None  # as before the call: the empty epoch is not recorded
 
 
 @pytest.mark.parametrize("est_name", list(MAKERS))
