@@ -27,3 +27,14 @@ def resolve_device(device):
             "device='cuda:N' with N below that count."
         )
     return device
+
+
+def _generator_on(kind, state, device):
+    """A generator on ``device`` continuing one of device type ``kind`` whose
+    state is ``state``: that state where the kinds agree, else seeded from it."""
+    moved = torch.Generator(device=device)
+    if moved.device.type == kind:
+        moved.set_state(state)
+    else:  # CPU and CUDA generators have different states
+        moved.manual_seed(int(state.sum()))
+    return moved

@@ -12,7 +12,6 @@ path that puts the data on the device once per fit and slices batches from it
 that never leaves a fitted-looking model whose module no longer matches.
 """
 
-import inspect
 import math
 from contextlib import contextmanager
 
@@ -28,8 +27,9 @@ from torch.utils.data import TensorDataset
 
 from . import _params
 from ._batching import TensorBatches
-from ._device import resolve_device
+from ._device import _generator_on, resolve_device
 from ._layout import check_target, check_tokens
+from ._persistence import PersistenceMixin
 from .datasets import SparseSelectionStream
 from .modules import FullyConnectedNet, SparseTokenAttention
 from .positional import ENCODINGS
@@ -79,25 +79,9 @@ def _same_device(a, b):
     return (current if a.index is None else a.index) == (current if b.index is None else b.index)
 
 
-def _generator_on(kind, state, device):
-    """A generator on ``device`` continuing one of device type ``kind`` whose
-    state is ``state``: that state where the kinds agree, else seeded from it."""
-    moved = torch.Generator(device=device)
-    if moved.device.type == kind:
-        moved.set_state(state)
-    else:  # CPU and CUDA generators have different states
-        moved.manual_seed(int(state.sum()))
-    return moved
-
-
 _UNSET = "(unset)"
 
-#: what ``__getstate__`` writes: 2 since the fitted state holds the parameters
-#: the module was built with and the module its prediction seed (0.1.0: 1)
-_PICKLE_FORMAT = 2
-
-
-class _SparseTokenRegressor(NeuralNetRegressor):
+class _SparseTokenRegressor(PersistenceMixin, NeuralNetRegressor):
     """What both estimators share; subclasses say which module to build."""
 
     #: constructor parameters forwarded to the module
@@ -620,57 +604,6 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         X = self._check_X(X)
         y = check_target(y, X)
         return super().score(X, y, sample_weight=sample_weight)
-
-    # -- saving and loading -------------------------------------------------------
-
-    def load_params(self, *args, **kwargs):
-        """Load weights (and optimizer, history) saved by ``save_params`` or a checkpoint.
-
-        As skorch's ``load_params``, on an initialised estimator (see
-        ``initialize``). If a structural parameter changed since the module
-        was built, the module is first rebuilt from the current parameters,
-        so that the weights load into the model the parameters describe.
-        """
-        if self.initialized_ and self._structure_changes():
-            self.initialize()
-        with self._device_scope():
-            return super().load_params(*args, **kwargs)
-
-    def __getstate__(self):
-        state = super().__getstate__()
-        state["_pickle_format_"] = _PICKLE_FORMAT
-        rng = state.pop("torch_rng_", None)
-        if rng is not None:
-            state["_torch_rng_state_"] = (rng.device.type, rng.get_state())
-        return state
-
-    def __setstate__(self, state):
-        if state.pop("_pickle_format_", 1) < _PICKLE_FORMAT:
-            self._upgrade_state(state)
-        requested = state["device"]
-        state["device"] = resolve_device(requested) if requested == "auto" else requested
-        rng_state = state.pop("_torch_rng_state_", None)
-        super().__setstate__(state)
-        if requested == "auto":
-            self.__dict__["device"] = "auto"
-        if rng_state is not None:
-            self.torch_rng_ = _generator_on(*rng_state, resolve_device(self.device))
-
-    def _upgrade_state(self, state):
-        """Read a pickle of 0.1.0, whose fitted state this version cannot use."""
-        if state.get("initialized_"):
-            raise ValueError(
-                f"This {type(self).__name__} was pickled fitted by "
-                "sparse_token_estimators 0.1.0, whose fitted state (the module, the "
-                "saved prediction seed, the parameters it was built with) this "
-                "version does not read. Refit it from its parameters, or load its "
-                "weights into an estimator built with the same parameters and "
-                "random_state (see the 0.1.0 entry of CHANGELOG.md)."
-            )
-        # Unfitted: only parameters, and those added since take their defaults.
-        for name, param in inspect.signature(type(self).__init__).parameters.items():
-            if param.default is not param.empty:
-                state.setdefault(name, param.default)
 
 
 class SparseTokenTransformer(_SparseTokenRegressor):
