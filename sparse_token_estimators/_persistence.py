@@ -461,7 +461,13 @@ class PersistenceMixin:
         what = f"f_history '{checkpoint.f_history_}'"
         sources = {}
         if checkpoint.f_history is not None:
-            sources["f_history"] = (what, _read(checkpoint.f_history_, "f_history"))
+            try:
+                sources["f_history"] = (what, _read(checkpoint.f_history_, "f_history"))
+            except FileNotFoundError:
+                raise FileNotFoundError(
+                    errno.ENOENT, f"No checkpoint to load: neither a manifest nor {what} "
+                    "exists (no epoch was checkpointed yet, or dirname is another one)."
+                ) from None
         live = self.__dict__.get("history_")
         if "f_history" in sources:
             self.history_ = read_history(sources["f_history"][1], what)
