@@ -1,5 +1,11 @@
 """Saving, loading and skorch's training controls: the README's routes, each one a test.
 
+- Weights record what made them and are refused, each difference named and nothing
+  changed, by an estimator of another encoding, size, output_map or class; files
+  without that record (0.1.0) load when they fit. A load is all or nothing.
+- Unreadable files, the wrong format, a directory, a full or read-only disk: errors
+  that name the file, what was found and the fix; a failed save changes no file.
+
 - A fresh process rebuilds either estimator from its constructor parameters
   (with another random_state) plus a weights file, pickle-based or
   safetensors, and predicts bit for bit, at the training length and others.
@@ -18,6 +24,7 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from _tmpfs import fill, make_read_only, small_tmpfs
 from _weights import assert_same_weights, weights
 from numpy.testing import assert_array_equal
 from skorch.callbacks import (
@@ -296,3 +303,284 @@ def test_readme_training_controls_route(capsys):
     best = int(np.argmin(est.history_[:, "valid_loss"]))
     assert_same_weights(weights(est), record.per_epoch[best])
     assert "valid_loss" in capsys.readouterr().out
+
+
+# -- weights that say what made them ----------------------------------------------------
+
+# (saved with, loaded into, the differences the refusal names)
+MISMATCHES = {
+    "encoding": (dict(positional_encoding="stochastic"), dict(positional_encoding="sinusoidal"),
+                 ["positional_encoding: saved 'stochastic', this estimator 'sinusoidal'"]),
+    "stochastic-into-fixed": (dict(), dict(positional_encoding="fixed", max_seq_len=16),
+                              ["positional_encoding: saved 'stochastic', this estimator 'fixed'",
+                               "max_seq_len: saved 256, this estimator 16"]),
+    "fixed-into-randomized": (dict(positional_encoding="fixed", max_seq_len=16),
+                              dict(positional_encoding="randomized", max_seq_len=16),
+                              ["positional_encoding: saved 'fixed', this estimator "
+                               "'randomized'"]),
+    "pe_dim": (dict(pe_dim=32), dict(pe_dim=16), ["pe_dim: saved 32, this estimator 16"]),
+    "output_map": (dict(output_map=True), dict(),
+                   ["output_map: saved True, this estimator False"]),
+    "token_dim": (dict(), dict(token_dim=4), ["token_dim: saved 3, this estimator 4"]),
+}
+
+
+def _transformer(**kwargs):
+    return SparseTokenTransformer(**{"pe_dim": 16, "n_pe_draws": 2, "max_epochs": 1,
+                                     "random_state": 0, **kwargs})
+
+
+def _state(est):
+    """What a failed call must leave as it was."""
+    return (weights(est), est.predict(X_TEST), est.history_.to_list(),
+            {k: v for k, v in est.optimizer_.state_dict()["state"].items()})
+
+
+def _assert_unchanged(est, before):
+    after = _state(est)
+    assert_same_weights(after[0], before[0])
+    assert_array_equal(after[1], before[1])
+    assert after[2] == before[2]
+    assert str(after[3]) == str(before[3])
+
+
+@pytest.mark.parametrize("safetensors", [False, True], ids=["torch", "safetensors"])
+@pytest.mark.parametrize("case", list(MISMATCHES))
+def test_weights_of_another_model_are_refused_naming_each_difference(case, safetensors,
+                                                                     tmp_path):
+    saved_with, loaded_into, differences = MISMATCHES[case]
+    source = _transformer(**saved_with).fit(X, Y)
+    files = dict(f_params=tmp_path / "w", f_history=tmp_path / "h.json")
+    if not safetensors:
+        files["f_optimizer"] = tmp_path / "o.pt"
+    source.save_params(**files, use_safetensors=safetensors)
+    X_in = X_TEST if loaded_into.get("token_dim", 3) == 3 else None
+    target = _transformer(**{"max_epochs": 2, **loaded_into})
+    if X_in is None:  # another token_dim: a target fitted on its own data
+        Xt, yt = make_sparse_selection(40, 6, 4, 2, random_state=3)
+        target.fit(Xt, yt)
+        before = weights(target), target.predict(Xt), target.history_.to_list()
+    else:
+        target.fit(X, Y)
+        before = _state(target)
+    with pytest.raises(ValueError) as info:
+        target.load_params(**files, use_safetensors=safetensors)
+    message = str(info.value)
+    assert f"f_params '{tmp_path / 'w'}'" in message
+    for difference in differences:
+        assert difference in message
+    fix = ", ".join(line.split(":")[0] + "=" + line.split("saved ")[1].split(",")[0]
+                    for line in differences)
+    assert "Nothing was loaded" in message and "set_params(" in message
+    assert all(part in message for part in fix.split(", "))
+    if X_in is None:
+        assert_same_weights(weights(target), before[0])
+        assert_array_equal(target.predict(Xt), before[1])
+        assert target.history_.to_list() == before[2]
+    else:
+        _assert_unchanged(target, before)
+
+
+def test_the_fix_the_refusal_names_works(tmp_path):
+    source = _transformer(pe_dim=32, positional_encoding="fixed", max_seq_len=16).fit(X, Y)
+    source.save_params(f_params=tmp_path / "w.pt")
+    target = _transformer(token_dim=3).initialize()
+    with pytest.raises(ValueError, match=r"Construct SparseTokenTransformer\(max_seq_len=16, "
+                       r"pe_dim=32, positional_encoding='fixed'\)"):
+        target.load_params(f_params=tmp_path / "w.pt")
+    target.set_params(pe_dim=32, positional_encoding="fixed", max_seq_len=16)
+    target.load_params(f_params=tmp_path / "w.pt")
+    assert_array_equal(target.predict(X_TEST), source.predict(X_TEST))
+
+
+def test_weights_of_another_estimator_class_name_the_class_to_construct(tmp_path):
+    fcn = make("fcn").fit(X, Y)
+    fcn.save_params(f_params=tmp_path / "w.safetensors", use_safetensors=True)
+    target = make("stochastic", **SIZES["stochastic"]).initialize()
+    before = weights(target)
+    with pytest.raises(ValueError, match=r"estimator: saved SparseTokenFCN, this is a "
+                       r"SparseTokenTransformer\n.*Construct SparseTokenFCN\(hidden_width=16, "
+                       r"n_hidden_layers=1, seq_len=6, token_dim=3\)"):
+        target.load_params(f_params=tmp_path / "w.safetensors", use_safetensors=True)
+    assert_same_weights(weights(target), before)
+
+
+def test_both_formats_record_the_model_and_stay_plain_state_dicts(tmp_path):
+    est = make("stochastic").fit(X, Y)
+    est.save_params(f_params=tmp_path / "w.pt")
+    est.save_params(f_params=tmp_path / "w.safetensors", use_safetensors=True)
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "w.safetensors"), framework="pt") as f:
+        from_safetensors = json.loads(f.metadata()["sparse_token_estimators"])
+    state = torch.load(tmp_path / "w.pt", weights_only=True)
+    from_torch = json.loads(state._metadata[""]["sparse_token_estimators"])
+    assert from_torch == from_safetensors
+    assert from_torch["format"] == 1 and from_torch["estimator"] == "SparseTokenTransformer"
+    assert from_torch["params"] == {
+        "module": "sparse_token_estimators.modules.SparseTokenAttention", "token_dim": 3,
+        "pe_dim": 16, "positional_encoding": "stochastic", "max_seq_len": 256,
+        "output_map": False}
+    assert from_torch["recorded"] == {"n_pe_draws": 3, "seq_len": 6}
+    # still a plain state_dict: any torch code loads it into the module
+    module = make("stochastic", **SIZES["stochastic"]).initialize().module_
+    module.load_state_dict(state)
+    fcn_meta = make("fcn").fit(X, Y)._weights_metadata()["params"]
+    assert {k: fcn_meta[k] for k in ("seq_len", "token_dim", "hidden_width",
+                                     "n_hidden_layers")} == dict(seq_len=6, token_dim=3,
+                                                                 hidden_width=16,
+                                                                 n_hidden_layers=1)
+
+
+def _as_written_by_0_1_0(est, path, safetensors):
+    """Weights without metadata, as save_params wrote them before."""
+    state = {k: v.clone() for k, v in est.module_.state_dict().items()}
+    if safetensors:
+        from safetensors.torch import save_file
+
+        save_file(state, str(path))
+    else:
+        torch.save(state, path)
+
+
+@pytest.mark.parametrize("safetensors", [False, True], ids=["torch", "safetensors"])
+def test_weights_without_metadata_load_when_they_fit_and_are_refused_when_not(safetensors,
+                                                                             tmp_path):
+    stochastic = make("stochastic").fit(X, Y)
+    _as_written_by_0_1_0(stochastic, tmp_path / "old", safetensors)
+    same = make("stochastic", **SIZES["stochastic"]).initialize()
+    same.load_params(f_params=tmp_path / "old", use_safetensors=safetensors)
+    assert_array_equal(same.predict(X_LONG), stochastic.predict(X_LONG))
+    fixed = make("fixed").fit(X, Y)
+    before = _state(fixed)
+    with pytest.raises(ValueError, match=r"missing keys \['positions.table'\].*records no "
+                       r"parameters.*Nothing was loaded"):
+        fixed.load_params(f_params=tmp_path / "old", use_safetensors=safetensors)
+    _assert_unchanged(fixed, before)
+    wider = make("stochastic", pe_dim=8).fit(X, Y)
+    with pytest.raises(ValueError, match=r"shapes differ \(W: saved \(16, 16\), this module "
+                       r"\(8, 8\)\)"):
+        wider.load_params(f_params=tmp_path / "old", use_safetensors=safetensors)
+
+
+# -- all or nothing -------------------------------------------------------------------
+
+
+def test_an_optimizer_state_that_does_not_fit_leaves_the_weights_unloaded(tmp_path):
+    sgd = make("stochastic", optimizer=torch.optim.SGD, optimizer__momentum=0.9).fit(X, Y)
+    sgd.save_params(f_params=tmp_path / "w.pt", f_optimizer=tmp_path / "o.pt")
+    adam = make("stochastic").fit(X_LONG[:40], Y[:40])
+    before = _state(adam)
+    with pytest.raises(ValueError, match=r"f_optimizer '.*o.pt' into this Adam: its settings"):
+        adam.load_params(f_params=tmp_path / "w.pt", f_optimizer=tmp_path / "o.pt")
+    _assert_unchanged(adam, before)
+
+
+def test_a_failure_while_applying_puts_everything_back(tmp_path, monkeypatch):
+    source = make("fcn", random_state=1).fit(X, Y)
+    source.save_params(f_params=tmp_path / "w.pt", f_optimizer=tmp_path / "o.pt",
+                       f_history=tmp_path / "h.json")
+    target = make("fcn", max_epochs=2).fit(X, Y)
+    before = _state(target)
+
+    def broken(state):
+        raise RuntimeError("disk went away")
+
+    monkeypatch.setattr(target.optimizer_, "load_state_dict", broken)
+    with pytest.raises(RuntimeError, match="disk went away"):
+        target.load_params(f_params=tmp_path / "w.pt", f_optimizer=tmp_path / "o.pt",
+                           f_history=tmp_path / "h.json")
+    monkeypatch.undo()
+    _assert_unchanged(target, before)  # the weights, loaded first, were put back
+
+
+def test_a_failed_load_into_a_changed_estimator_keeps_its_fitted_module(tmp_path):
+    other = make("stochastic", pe_dim=8).fit(X, Y)
+    other.save_params(f_params=tmp_path / "w8.pt")
+    est = make("stochastic").fit(X, Y)
+    before = _state(est)
+    est.set_params(pe_dim=32)  # reads as unfitted; a load rebuilds the module first
+    with pytest.raises(ValueError, match="pe_dim: saved 8, this estimator 32"):
+        est.load_params(f_params=tmp_path / "w8.pt")
+    _assert_unchanged(est.set_params(pe_dim=16), before)
+    est.set_params(pe_dim=8).load_params(f_params=tmp_path / "w8.pt")
+    assert_array_equal(est.predict(X_TEST), other.predict(X_TEST))
+
+
+# -- clear errors, and saves that change nothing when they fail ---------------------------
+
+
+def test_unreadable_weights_files_name_the_file_what_it_is_and_the_fix(tmp_path):
+    est = make("fcn").fit(X, Y)
+    before = _state(est)
+    est.save_params(f_params=tmp_path / "w.pt")
+    est.save_params(f_params=tmp_path / "w.safetensors", use_safetensors=True)
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"\x13" + np.random.default_rng(0).bytes(999))
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes((tmp_path / "w.pt").read_bytes()[:300])
+    cases = [
+        (junk, False, r"junk.pt' could not be read as a torch file: it is neither a torch nor "
+                      r"a safetensors file .*Pass the file written by save_params"),
+        (junk, True, r"junk.pt' is not a safetensors file: it is neither"),
+        (tmp_path / "w.pt", True, r"w.pt' is not a safetensors file: it is a torch file "
+                                  r"\(a zip archive\).*pass use_safetensors=False"),
+        (tmp_path / "w.safetensors", False, r"w.safetensors' could not be read as a torch "
+                                            r"file: it is a safetensors file.*pass "
+                                            r"use_safetensors=True"),
+        (truncated, False, r"truncated.pt' could not be read as a torch file: it is a torch "
+                           r"file \(a zip archive\) that torch cannot read.*save it again"),
+        (tmp_path / "h.json", False, None),
+    ]
+    (tmp_path / "h.json").write_text("[]")
+    for path, safetensors, message in cases:
+        if message is None:
+            message = r"h.json' could not be read as a torch file: it is a JSON file"
+        with pytest.raises(ValueError, match=message):
+            est.load_params(f_params=path, use_safetensors=safetensors)
+        _assert_unchanged(est, before)
+    with pytest.raises(FileNotFoundError):
+        est.load_params(f_params=tmp_path / "absent.pt")
+    with pytest.raises(ValueError, match=r"f_history '.*w.pt' is not a history file"):
+        est.load_params(f_history=tmp_path / "w.pt")
+
+
+def test_saving_onto_a_directory_raises_naming_it(tmp_path):
+    est = make("fcn").fit(X, Y)
+    (tmp_path / "w.pt").mkdir()
+    with pytest.raises(IsADirectoryError, match=r"Could not save the weights \(f_params\) to "
+                       r"'.*w.pt': it is a directory. Pass a file path"):
+        est.save_params(f_params=tmp_path / "w.pt")
+    with pytest.raises(FileNotFoundError, match=r"the directory '.*absent' does not exist"):
+        est.save_params(f_params=tmp_path / "absent" / "w.pt")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.pt"]  # no temporary file left
+
+
+def test_a_save_onto_a_full_disk_raises_and_keeps_the_old_files(tmp_path):
+    old = make("fcn").fit(X, Y)
+    new = make("fcn", random_state=1, hidden_width=64).fit(X, Y)
+    with small_tmpfs(tmp_path / "disk", size="64k") as disk:
+        old.save_params(f_params=disk / "w.pt", f_history=disk / "h.json")
+        saved = {p.name: p.read_bytes() for p in disk.iterdir()}
+        fill(disk)
+        with pytest.raises(OSError, match=r"Could not save the weights \(f_params\) to '.*w.pt': "
+                           r"the file system is full.*the file there \(if any\) is unchanged"):
+            new.save_params(f_params=disk / "w.pt", f_history=disk / "h.json")
+        for name, data in saved.items():
+            assert (disk / name).read_bytes() == data
+        assert sorted(p.name for p in disk.iterdir()) == ["filler", "filler2", "h.json", "w.pt"]
+        loaded = make("fcn", **SIZES["fcn"]).initialize()
+        loaded.load_params(f_params=disk / "w.pt")
+        assert_array_equal(loaded.predict(X_TEST), old.predict(X_TEST))
+
+
+def test_a_save_into_a_read_only_directory_raises_naming_it(tmp_path):
+    est = make("fcn").fit(X, Y)
+    with small_tmpfs(tmp_path / "disk", size="256k") as disk:
+        est.save_params(f_params=disk / "w.pt")
+        make_read_only(disk)
+        for safetensors in (False, True):
+            with pytest.raises(OSError, match=r"Could not save the weights \(f_params\) to "
+                               r"'.*w.pt': the file system is read-only. Save into a writable"):
+                est.save_params(f_params=disk / "w.pt", use_safetensors=safetensors)
+        assert [p.name for p in disk.iterdir()] == ["w.pt"]
