@@ -35,7 +35,7 @@ import warnings
 from skorch import callbacks as skorch_callbacks
 from skorch.utils import noop
 
-from ._persistence import digest, history_bytes, state_bytes, write_files
+from ._files import digest, history_bytes, state_bytes, write_files
 from .exceptions import CheckpointWarning
 
 #: format of the manifest a :class:`Checkpoint` writes
