@@ -38,7 +38,12 @@ from skorch.dataset import ValidSplit
 from torch.optim.lr_scheduler import StepLR
 
 import sparse_token_estimators
-from sparse_token_estimators import SparseTokenFCN, SparseTokenTransformer, make_sparse_selection
+from sparse_token_estimators import (
+    SparseTokenFCN,
+    SparseTokenTransformer,
+    checkpoints,
+    make_sparse_selection,
+)
 
 X, Y = make_sparse_selection(240, 6, 3, n_selected=2, random_state=0)
 X_TEST, _ = make_sparse_selection(50, 6, 3, n_selected=2, random_state=1)
@@ -220,8 +225,11 @@ class RecordWeights(Callback):
         self.per_epoch.append(weights(net))
 
 
+@pytest.mark.parametrize("Checkpoint", [Checkpoint, checkpoints.Checkpoint],
+                         ids=["skorch", "ours"])
 @pytest.mark.parametrize("name", list(MODELS))
-def test_checkpoint_with_a_validation_split_loads_into_a_new_estimator(name, tmp_path):
+def test_checkpoint_with_a_validation_split_loads_into_a_new_estimator(name, Checkpoint,
+                                                                       tmp_path):
     record = RecordWeights()
     cp = Checkpoint(dirname=str(tmp_path / "cp"), monitor="valid_loss_best")
     est = make(name, max_epochs=5, lr=0.2, train_split=ValidSplit(4),
@@ -250,6 +258,28 @@ class FakeScore(Callback):
 
     def on_epoch_end(self, net, **kwargs):
         net.history.record("fake", [3.0, 1.0, 2.0, 4.0, 5.0, 6.0][len(net.history) - 1])
+
+
+def test_our_checkpoint_with_load_best_restores_the_best_epoch(tmp_path):
+    record = RecordWeights()
+    cp = checkpoints.Checkpoint(dirname=str(tmp_path), monitor="fake_best", load_best=True)
+    est = make("fcn", max_epochs=4, callbacks=[FakeScore(), BestOf("fake"), cp,
+                                               ("record", record)]).fit(X, Y)
+    assert len(record.per_epoch) == 4
+    # as skorch's: the best epoch's weights, optimizer and history (two epochs)
+    assert est.history_[:, "event_cp"] == [True, True]
+    assert_same_weights(weights(est), record.per_epoch[1])
+
+
+class BestOf(Callback):
+    """Records ``<key>_best`` as skorch's scoring callbacks do."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def on_epoch_end(self, net, **kwargs):
+        values = net.history[:, self.key]
+        net.history.record(self.key + "_best", values[-1] == min(values))
 
 
 @pytest.mark.parametrize("name", ["stochastic", "fcn"])
