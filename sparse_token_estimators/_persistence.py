@@ -28,6 +28,7 @@ from skorch.exceptions import NotInitializedError
 from . import _params
 from ._device import _generator_on, resolve_device
 from ._files import (
+    METADATA_KEY,
     history_bytes,
     is_path,
     read_bytes,
@@ -100,6 +101,10 @@ class PersistenceMixin:
 
     def _check_metadata(self, saved, what):
         """Refuse weights whose metadata differs from this estimator's parameters."""
+        if not isinstance(saved, dict) or not isinstance(saved.get("params"), dict):
+            raise ValueError(f"{what} has metadata under '{METADATA_KEY}' that this package "
+                             "did not write. Nothing was loaded. Pass a file written by "
+                             "save_params.")
         if saved.get("format", 0) > FORMAT_VERSION:
             raise ValueError(
                 f"{what} was written by a newer sparse_token_estimators "

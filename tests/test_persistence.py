@@ -533,3 +533,15 @@ def test_a_failed_load_into_a_changed_estimator_keeps_its_fitted_module(tmp_path
     _assert_unchanged(est.set_params(pe_dim=16), before)
     est.set_params(pe_dim=8).load_params(f_params=tmp_path / "w8.pt")
     assert_array_equal(est.predict(X_TEST), other.predict(X_TEST))
+
+
+def test_metadata_this_package_did_not_write_is_refused(tmp_path):
+    est = make("fcn").fit(X, Y)
+    state = est.module_.state_dict()
+    state._metadata[""]["sparse_token_estimators"] = json.dumps({"format": 1})
+    torch.save(state, tmp_path / "w.pt")
+    before = weights(est)
+    with pytest.raises(ValueError, match="metadata under 'sparse_token_estimators' that this "
+                       "package did not write"):
+        est.load_params(f_params=tmp_path / "w.pt")
+    assert_same_weights(weights(est), before)
