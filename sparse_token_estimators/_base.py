@@ -24,7 +24,6 @@ what can only fail later (a callback, the first step, Ctrl-C before any step)
 puts the estimator back as it was before the call.
 """
 
-import inspect
 
 import numpy as np
 import torch
@@ -36,10 +35,10 @@ from torch.utils.data import TensorDataset
 
 from ._batching import TensorBatches
 from ._checks import InputChecksMixin
-from ._device import ResolvedDevice, resolve_device, resolved_device
-from ._device import generator_on as _generator_on
+from ._device import ResolvedDevice, resolved_device
 from ._fitted import FittedStateMixin
 from ._layout import check_target
+from ._persistence import PersistenceMixin
 from .callbacks import (
     DivergenceCheck,
     EpochStepCheck,
@@ -48,12 +47,9 @@ from .callbacks import (
     ValidationSplitCheck,
 )
 
-#: what ``__getstate__`` writes: 2 since the fitted state holds the parameters
-#: the module was built with and the module its prediction seed (0.1.0: 1)
-_PICKLE_FORMAT = 2
 
-
-class _SparseTokenRegressor(InputChecksMixin, FittedStateMixin, NeuralNetRegressor):
+class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin,
+                            NeuralNetRegressor):
     """What both estimators share; subclasses say which module to build."""
 
     #: constructor parameters forwarded to the module
@@ -460,54 +456,3 @@ class _SparseTokenRegressor(InputChecksMixin, FittedStateMixin, NeuralNetRegress
                 "data of this range."
             )
         return r2_score(y, y_pred, sample_weight=sample_weight)
-
-    # -- saving and loading -------------------------------------------------------
-
-    def load_params(self, *args, **kwargs):
-        """Load weights (and optimizer, history) saved by ``save_params`` or a checkpoint.
-
-        As skorch's ``load_params``, on an initialised estimator (see
-        ``initialize``). If a structural parameter changed since the module
-        was built, the module is first rebuilt from the current parameters,
-        so that the weights load into the model the parameters describe.
-        """
-        if self.initialized_ and self._structure_changes():
-            self.initialize()
-        with self._device_scope():
-            return super().load_params(*args, **kwargs)
-
-    def __getstate__(self):
-        state = super().__getstate__()
-        state["_pickle_format_"] = _PICKLE_FORMAT
-        rng = state.pop("torch_rng_", None)
-        if rng is not None:
-            state["_torch_rng_state_"] = (rng.device.type, rng.get_state())
-        return state
-
-    def __setstate__(self, state):
-        if state.pop("_pickle_format_", 1) < _PICKLE_FORMAT:
-            self._upgrade_state(state)
-        requested = state["device"]
-        state["device"] = resolve_device(requested) if requested == "auto" else requested
-        rng_state = state.pop("_torch_rng_state_", None)
-        super().__setstate__(state)
-        if requested == "auto":
-            self.__dict__["device"] = "auto"
-        if rng_state is not None:
-            self.torch_rng_ = _generator_on(*rng_state, resolve_device(self.device))
-
-    def _upgrade_state(self, state):
-        """Read a pickle of 0.1.0, whose fitted state this version cannot use."""
-        if state.get("initialized_"):
-            raise ValueError(
-                f"This {type(self).__name__} was pickled fitted by "
-                "sparse_token_estimators 0.1.0, whose fitted state (the module, the "
-                "saved prediction seed, the parameters it was built with) this "
-                "version does not read. Refit it from its parameters, or load its "
-                "weights into an estimator built with the same parameters and "
-                "random_state (see the 0.1.0 entry of CHANGELOG.md)."
-            )
-        # Unfitted: only parameters, and those added since take their defaults.
-        for name, param in inspect.signature(type(self).__init__).parameters.items():
-            if param.default is not param.empty:
-                state.setdefault(name, param.default)
