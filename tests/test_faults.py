@@ -297,7 +297,10 @@ class FailingInitialize(Callback):
 
 
 def bad_stream():
-    return SparseSelectionStream(5, 2, 2, n_samples=32, random_state=-1)
+    # refused at construction (tests/test_stream.py); here one changed after it
+    stream = SparseSelectionStream(5, 2, 2, n_samples=32, random_state=0)
+    stream.random_state = -1
+    return stream
 
 
 # (what to set first, the call, the exception, its message)
