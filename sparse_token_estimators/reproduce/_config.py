@@ -146,6 +146,12 @@ class ReproductionConfig:
         batch size), whatever its own training-set size.
     sample_target_r2 : float
         The held-out R^2 whose smallest training-set size is reported.
+    experiments : tuple of str or None
+        The experiments to run, by name (``width_separation``,
+        ``length_generalisation``, ``alignment``, ``width_scaling``,
+        ``fcn_tightness``, ``population``, ``sample_complexity``,
+        ``encodings``); None: all. Verdicts whose experiment does not run
+        are left out.
     device : str
         Passed to the estimators ("auto", "cpu", "cuda").
     n_jobs : int or None
@@ -197,6 +203,7 @@ class ReproductionConfig:
     sample_fcn_factor: float = 2.0
     sample_budget: int = 8192
     sample_target_r2: float = 0.9
+    experiments: tuple = None
     device: str = "auto"
     n_jobs: int = -1
 

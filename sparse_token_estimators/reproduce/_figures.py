@@ -92,7 +92,7 @@ def save_figures(results, out_dir, *, dpi=90):
     plt = pyplot()
     out = Path(out_dir)
     paths = []
-    for experiment in EXPERIMENTS:
+    for experiment in (e for e in EXPERIMENTS if e.name in results):
         for name, draw in experiment.figures().items():
             fig = draw(results)
             fig.savefig(out / name, dpi=dpi)

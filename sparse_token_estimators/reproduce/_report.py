@@ -49,7 +49,8 @@ def write_outputs(results, out_dir, *, plots=True):
     written[0].write_text(json.dumps(results, indent=1, default=float))
     tables = {"fits.csv": results["fits"]}
     for experiment in EXPERIMENTS:
-        tables.update(experiment.tables(results))
+        if experiment.name in results:  # the experiments the run ran
+            tables.update(experiment.tables(results))
     for name, rows in tables.items():
         _write_csv(out / name, rows)
         written.append(out / name)
@@ -172,7 +173,7 @@ def summary_markdown(results, *, figures=True):
         for check in c["sanity_checks"]:
             lines.append(f"  Sanity check (guaranteed by the theory): {check['check']}: "
                          f"{'holds' if check['passed'] else 'FAILS'}.")
-    for experiment in EXPERIMENTS:
+    for experiment in (e for e in EXPERIMENTS if e.name in results):
         lines += ["", f"## {experiment.title}", ""] + experiment.summary(results)
     per_experiment, per_model = timing_rows(results)
     lines += ["", "## Where the time went", "",
@@ -189,6 +190,7 @@ def summary_markdown(results, *, figures=True):
         [[r["model_name"], r["seq_len"], r["data"], r["fits"], f"{r['cpu_s']:.0f}",
           f"{r['wall_s']:.0f}"] for r in per_model], ["l", "r", "l", "r", "r", "r"])
     if figures:
-        names = [name for experiment in EXPERIMENTS for name in experiment.figures()]
+        names = [name for experiment in EXPERIMENTS if experiment.name in results
+                 for name in experiment.figures()]
         lines += ["", "## Figures", ""] + [f"![{name[:-4]}]({name})" for name in names]
     return "\n".join(lines) + "\n"

@@ -35,10 +35,23 @@ def _theory_references(config):
     }
 
 
+def selected(config):
+    """The experiments ``config`` runs (``config.experiments``; None: all), in order."""
+    if config.experiments is None:
+        return EXPERIMENTS
+    known = [e.name for e in EXPERIMENTS]
+    unknown = sorted(set(config.experiments) - set(known))
+    if unknown:
+        raise ValueError(f"experiments={tuple(config.experiments)!r} names {unknown}, which "
+                         f"the reproduction does not have; choose among {known}.")
+    return tuple(e for e in EXPERIMENTS if e.name in config.experiments)
+
+
 def planned_fits(config):
-    """``{fit: [names of the experiments that use it]}``: what ``run`` fits per seed."""
+    """``{fit: [names of the experiments that use it]}``: what ``run`` fits per seed
+    before the searches."""
     used_by = {}
-    for experiment in EXPERIMENTS:
+    for experiment in selected(config):
         for fit in experiment.fits(config):
             names = used_by.setdefault(fit, [])
             if experiment.name not in names:
@@ -109,7 +122,7 @@ def run(config=QUICK, *, progress=True):
     try:
         with count_finished_tasks(progress.advance):
             records = run_fits(config, used_by, progress)
-            for experiment in EXPERIMENTS:
+            for experiment in selected(config):
                 experiment.search(config, _fit_round(config, experiment.name, records,
                                                      used_by, progress))
     finally:
@@ -120,7 +133,7 @@ def run(config=QUICK, *, progress=True):
         "models": describe_models(config, [m for m in MODELS
                                            if any(f.model == m for f in used_by)]),
     }
-    for experiment in EXPERIMENTS:
+    for experiment in selected(config):
         results[experiment.name] = experiment.collect(config, records)
     results["fits"] = [
         {**{k: v for k, v in record.items() if k not in ("r2_by_length", "trace")},
