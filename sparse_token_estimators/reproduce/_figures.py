@@ -84,8 +84,10 @@ def save_figures(results, out_dir, *, dpi=90):
     ['width_separation.png', 'length_generalisation.png', 'length_vs_pe_dim.png']
     >>> names[3:5]
     ['alignment.png', 'width_scaling.png']
-    >>> names[5:]
-    ['population.png', 'sample_complexity.png', 'encodings.png']
+    >>> names[5:7]
+    ['critical_widths.png', 'population.png']
+    >>> names[7:]
+    ['sample_complexity.png', 'encodings.png']
     """
     from ._registry import EXPERIMENTS
 

@@ -41,7 +41,7 @@ def write_outputs(results, out_dir, *, plots=True):
     ...     names = sorted(p.name for p in write_outputs(run(SMOKE, progress=False), out,
     ...                                                 plots=False))
     >>> names[:3], len(names)
-    (['alignment.csv', 'encodings.csv', 'encodings_beyond_training.csv'], 23)
+    (['alignment.csv', 'encodings.csv', 'encodings_beyond_training.csv'], 26)
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
