@@ -251,7 +251,8 @@ def main(argv=None):
                "fits": n_fits, "resumed_fits": store.resumed,
                "fitted": n_fits - store.resumed})
     for claim in results["claims"]:
-        verdict = "supported" if claim["supported"] else "NOT supported"
+        verdict = claim["verdict"] if claim["verdict"] == "supported" else \
+            claim["verdict"].upper()
         print(f"{claim['claim']}: {verdict} on the mean of {claim['n_seeds']} seeds "
               f"({claim['seeds_supporting']} of {claim['n_seeds']} on their own)")
     if store.resumed:

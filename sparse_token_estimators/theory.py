@@ -98,8 +98,9 @@ def fcn_lower_bound(seq_len, n_selected, token_dim=None, width=None):
     token_dim : int, optional
         Token dimension d; required with ``width``.
     width : int, optional
-        First-layer width m >= 1 of the net; required with ``token_dim``.
-        None: the paper's bound (width T d - 1).
+        First-layer width m >= 0 of the net; required with ``token_dim``.
+        None: the paper's bound (width T d - 1). At m = 0 the net sees
+        nothing of the tokens: d / q, the loss of predicting 0.
 
     Returns
     -------
@@ -115,6 +116,8 @@ def fcn_lower_bound(seq_len, n_selected, token_dim=None, width=None):
     1.6593
     >>> fcn_lower_bound(10, 3, token_dim=8, width=80)
     0.0
+    >>> round(fcn_lower_bound(7, 2, token_dim=3, width=0), 4)  # d / q
+    1.5
     """
     seq_len, n_selected = _check_sizes(seq_len, n_selected)
     if seq_len < 2:
@@ -130,13 +133,51 @@ def fcn_lower_bound(seq_len, n_selected, token_dim=None, width=None):
             "(width T d - 1)."
         )
     token_dim = check_int(token_dim, "token_dim")
-    width = check_int(width, "width")
+    width = check_int(width, "width", minimum=0)
     total = seq_len * token_dim
     if width >= total:
         return 0.0
     if width >= token_dim:
         return (total - width) * smallest
     return (total - token_dim) * smallest + (token_dim - width) / seq_len
+
+
+def fcn_critical_width(seq_len, n_selected, token_dim, r2):
+    """The narrowest first-layer width at which the FCN bound allows R^2 ``r2``.
+
+    The smallest m with ``1 - fcn_lower_bound(T, q, token_dim=d, width=m) /
+    (d / q) >= r2``: no fully-connected net narrower than this reaches
+    ``r2`` on the population, however trained (about r2 T d for q << T).
+    0 when ``r2 <= 0``; T d when ``r2 = 1``.
+
+    Parameters
+    ----------
+    seq_len, n_selected, token_dim : int
+        T, q and d.
+    r2 : float
+        The R^2 to reach, at most 1.
+
+    Returns
+    -------
+    width : int
+
+    Examples
+    --------
+    >>> fcn_critical_width(10, 3, 8, 0.8)
+    60
+    >>> fcn_critical_width(10, 3, 8, 0.0), fcn_critical_width(10, 3, 8, 1.0)
+    (0, 80)
+    """
+    seq_len, n_selected = _check_sizes(seq_len, n_selected)
+    token_dim = check_int(token_dim, "token_dim")
+    if not r2 <= 1:
+        raise ValueError(f"r2 must be at most 1; got {r2!r}.")
+    zero = zero_predictor_loss(token_dim, n_selected)
+    total = seq_len * token_dim
+    # the bound falls with m: the first width whose ceiling reaches r2
+    return next(m for m in range(total + 1)
+                if 1 - fcn_lower_bound(seq_len, n_selected, token_dim=token_dim,
+                                       width=m) / zero >= r2 - 1e-12)
 
 
 def zero_predictor_loss(token_dim, n_selected):

@@ -34,7 +34,10 @@ def results(smoke_results):
 
 def test_every_fit_is_made_once_per_seed(results):
     planned = planned_fits(SMOKE)
-    assert len(results["fits"]) == len(planned) * SMOKE.n_seeds
+    searched = [r for r in results["fits"]
+                if set(r["used_by"]) & {"width_scaling", "fcn_tightness"}]
+    assert len(results["fits"]) == len(planned) * SMOKE.n_seeds + len(searched)
+    assert len(searched) % SMOKE.n_seeds == 0 and searched  # each search fit, every seed
     assert {r["seed"] for r in results["fits"]} == set(SMOKE.seeds())
     # experiments share fits: the length fits are width-separation fits too
     shared = [r for r in results["fits"] if len(r["used_by"]) > 1]
@@ -45,12 +48,15 @@ def test_every_fit_is_made_once_per_seed(results):
 def test_claims_name_the_model_and_count_seeds(results):
     claims = {c["claim"]: c for c in results["claims"]}
     assert list(claims) == ["width separation", "length generalisation", "alignment",
-                            "FCN width scaling", "transformer width scaling",
+                            "transformer width scaling", "FCN tightness",
                             "width separation on the population"]
     for c in claims.values():
         assert c["n_seeds"] == SMOKE.n_seeds and 0 <= c["seeds_supporting"] <= c["n_seeds"]
-        if c["claim"] != "FCN width scaling":
+        if c["claim"] not in ("FCN tightness", "transformer width scaling"):
             assert c["model"] == "transformer, paper's model (1 positional draw)"
+    assert claims["transformer width scaling"]["model"].startswith(
+        "transformer, paper's model (1 positional draw")
+    assert claims["FCN tightness"]["model"].startswith("FCN")
     assert claims["alignment"]["sanity_checks"][0]["passed"]  # starts at W = 0
 
 
@@ -118,6 +124,7 @@ def test_outputs_hold_every_plotted_number(results, tmp_path):
     names = {p.name for p in written}
     assert {"results.json", "summary.md", "width_separation.png", "length_generalisation.png",
             "length_vs_pe_dim.png", "alignment.png", "width_scaling.png", "population.png",
+            "critical_widths.png", "fcn_tightness.csv",
             "sample_complexity.png", "encodings.png", "width_separation.csv", "fits.csv",
             "estimation_gap.csv", "sample_complexity_minimal.csv", "encodings.csv"} <= names
     saved = json.loads((tmp_path / "results.json").read_text())
@@ -192,8 +199,12 @@ def test_learning_curve_fits_take_the_same_steps_at_every_size(results):
             assert {r["steps"] for r in rows} == {training(model, SMOKE).steps(
                 SMOKE.sample_budget)}
             assert len(rows) == len(sizes) * SMOKE.n_seeds
-            assert all(math.isfinite(r["test_r2"]) and math.isfinite(r["train_r2"])
-                       for r in rows)
+            assert all(math.isfinite(r["test_r2"]) for r in rows)
+            # R^2 over a training set too small for the statistic is left out, not shown
+            for r in rows:
+                small = r["n_train"] * SMOKE.token_dim < 200
+                assert (r["train_r2"] is None) == small
+                assert small or math.isfinite(r["train_r2"])
     assert {(r["model"], r["seq_len"]) for r in section["minimal"]} == {
         (m, T) for m in ("paper", "ensemble", "fcn") for T in SMOKE.sample_seq_lens()}
 

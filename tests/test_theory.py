@@ -8,6 +8,7 @@ from sklearn.metrics import mean_squared_error
 
 from sparse_token_estimators import make_sparse_selection
 from sparse_token_estimators.theory import (
+    fcn_critical_width,
     fcn_lower_bound,
     fcn_width_threshold,
     identity_alignment,
@@ -108,12 +109,35 @@ def test_width_aware_bound_shape():
 @pytest.mark.parametrize("kwargs, error, match", [
     ({"width": 16}, ValueError, "got width but not token_dim"),
     ({"token_dim": 8}, ValueError, "got token_dim but not width"),
-    ({"token_dim": 8, "width": 0}, ValueError, "width must be an integer >= 1"),
+    ({"token_dim": 8, "width": -1}, ValueError, "width must be an integer >= 0"),
     ({"token_dim": 8, "width": 16.0}, TypeError, "width must be an integer"),
 ])
 def test_width_aware_bound_rejects_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
         fcn_lower_bound(10, 3, **kwargs)
+
+
+@pytest.mark.parametrize("T, q, d", [(7, 2, 3), (10, 3, 8), (4, 4, 2)])
+def test_width_aware_bound_at_width_zero_is_the_loss_of_predicting_zero(T, q, d):
+    # the net sees nothing of the tokens: d / q, as the docstring says
+    assert fcn_lower_bound(T, q, token_dim=d, width=0) == pytest.approx(
+        zero_predictor_loss(d, q))
+
+
+@pytest.mark.parametrize("T, q, d", [(4, 2, 2), (8, 3, 8), (10, 3, 8), (32, 3, 8)])
+@pytest.mark.parametrize("r2", [0.0, 0.5, 0.8, 0.95, 1.0])
+def test_critical_width_is_the_first_width_whose_ceiling_reaches_r2(T, q, d, r2):
+    def ceiling(m):
+        return 1 - fcn_lower_bound(T, q, token_dim=d, width=m) / zero_predictor_loss(d, q)
+
+    m = fcn_critical_width(T, q, d, r2)
+    assert ceiling(m) >= r2 - 1e-12
+    assert m == 0 or ceiling(m - 1) < r2 - 1e-12
+
+
+def test_critical_width_refuses_r2_above_one():
+    with pytest.raises(ValueError, match="r2 must be at most 1"):
+        fcn_critical_width(10, 3, 8, 1.5)
 
 
 def test_reference_losses_match_the_data():

@@ -9,7 +9,7 @@ above ``alignment_final`` (mean over seeds, and seed by seed), however early
 in training it got there.
 """
 
-from ._experiment import Experiment, claim, fmt_spread, markdown_table, run_seeds, summarise
+from ._experiment import Experiment, fmt_spread, markdown_table, summarise
 from ._figures import band, legend_below, pyplot, task_title
 from ._fits import Fit
 
@@ -19,7 +19,6 @@ MODELS = ("paper", "ensemble", "fixed")
 class Alignment(Experiment):
     name = "alignment"
     title = "Alignment of W with the identity"
-    thresholds = {"alignment_final": 0.9}
 
     def fits(self, config):
         return [Fit(model, config.length_pe_dim, config.seq_len) for model in MODELS]
@@ -34,51 +33,6 @@ class Alignment(Experiment):
         summary = summarise(rows, ["model", "model_name", "step"],
                             ["sequences_seen", "alignment", "w_scale"])
         return {"rows": rows, "summary": summary}
-
-    def claims(self, results, thresholds):
-        cfg, section, names = results["config"], results[self.name], results["models"]
-        threshold = thresholds["alignment_final"]
-
-        def trace(model, seed=None):
-            rows = section["summary"] if seed is None else [
-                r for r in section["rows"] if r["seed"] == seed]
-            key = "alignment_mean" if seed is None else "alignment"
-            return [(r["step"], r[key]) for r in sorted(
-                (r for r in rows if r["model"] == model), key=lambda r: r["step"])]
-
-        def holds(seed=None):
-            points = trace("paper", seed)
-            return bool(points) and points[-1][1] >= threshold
-
-        seeds = run_seeds(cfg)
-        per_seed = [holds(s) for s in seeds]
-        starts = [trace("paper", s)[0] for s in seeds]
-        paper = [r for r in section["summary"] if r["model"] == "paper"]
-        one_epoch = max((r for r in paper if r["sequences_seen_mean"]
-                         <= _n_train(results)), key=lambda r: r["step"], default=None)
-        end = {m: max((r for r in section["summary"] if r["model"] == m),
-                      key=lambda r: r["step"], default=None) for m in MODELS}
-        evidence = (
-            f"{names['paper']['name']}: 0 at step 0, "
-            + (f"{fmt_spread(one_epoch, 'alignment')} after one epoch "
-               f"({one_epoch['sequences_seen_mean']:.0f} sequences), " if one_epoch else "")
-            + f"{fmt_spread(end['paper'], 'alignment')} at the end "
-            f"({end['paper']['sequences_seen_mean']:.0f} sequences); "
-            f"{names['ensemble']['name']}: {fmt_spread(end['ensemble'], 'alignment')} at "
-            f"the end; {names['fixed']['name']}: {fmt_spread(end['fixed'], 'alignment')}"
-        )
-        check = ("the record starts at step 0 with 0 sequences seen and W = 0 "
-                 "(alignment 0) for every seed", all(s == (0, 0.0) for s in starts))
-        return [claim(
-            "alignment", model=names["paper"]["name"],
-            statement=(
-                f"Trained by gradient descent (Adam) from W = 0, the paper's model "
-                f"(pe_dim={cfg['length_pe_dim']}) ends with W aligned with the identity: "
-                f"<W, I> / (||W||_F sqrt(d_p)) >= {threshold} at the end of training."
-            ),
-            supported=holds(), seeds_supporting=sum(per_seed), n_seeds=len(seeds),
-            evidence=evidence, checks=[check],
-        )]
 
     def tables(self, results):
         return {"alignment.csv": results[self.name]["rows"]}

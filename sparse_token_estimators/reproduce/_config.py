@@ -50,8 +50,8 @@ class ReproductionConfig:
     seq_len, token_dim, n_selected : int
         The task: T tokens of dimension d, q of them averaged.
     n_samples : int
-        Training sequences at T = ``seq_len``; at other T (the scaling law)
-        in proportion to T, as the FCN's input grows.
+        Training sequences at T = ``seq_len``; at other T (the learning
+        curves' pools aside) in proportion to T.
     n_test : int
         Validation sequences (to choose widths) and, apart, held-out
         sequences (to report them), at each T.
@@ -83,12 +83,37 @@ class ReproductionConfig:
         length grid.
     n_lengths : int
         Points of the dense length grid, from q to the largest length.
-    scaling_factors : tuple of float
-        The T of the scaling law, as multiples of ``seq_len``.
-    scaling_pe_dims : tuple of int
-        ``pe_dim`` grid of the scaling law (the paper's model).
-    target_r2 : float
-        Validation R^2 a width must reach in the scaling law.
+    scaling_lens : tuple of int
+        The T of the transformer's scaling law (verdict 4: at least 5
+        values spanning at least 16x; those not above ``n_selected`` are
+        dropped).
+    scaling_training : Training
+        How the paper's model (one positional draw) trains in the scaling
+        law, on the population (``scaling_n_train`` fresh sequences every
+        epoch, at every T).
+    scaling_n_train : int
+        Fresh sequences per epoch in the scaling law.
+    scaling_pe_start : int
+        The first ``pe_dim`` of the search at the smallest T; each later T
+        starts from the ``pe_dim*`` of the one before, and a passing start
+        is followed down to ``scaling_pe_floor``.
+    scaling_pe_floor, scaling_pe_stop : int
+        The smallest and largest ``pe_dim`` the search may fit.
+    scaling_check_len : int or None
+        The T at which the scaling law is refitted with twice the
+        sequences (and steps) at the two widths around its crossing, to
+        check that they do not set ``pe_dim*``; None: no check (the verdict
+        is then inconclusive).
+    tightness_lens : tuple of int
+        The T of the FCN's tightness on the population (verdict 5: at least
+        3 values).
+    tightness_training : Training
+        How the FCN trains there, on ``tightness_n_train(T)`` fresh
+        sequences every epoch.
+    tightness_samples : int
+        Fresh sequences per epoch at T = 8 (in proportion to T elsewhere).
+    tightness_check_len : int or None
+        As ``scaling_check_len``, for the FCN.
     trace_steps_per_doubling : int
         Density of the alignment record (points per doubling of the steps).
     population_pe_dims : tuple of int
@@ -121,6 +146,12 @@ class ReproductionConfig:
         batch size), whatever its own training-set size.
     sample_target_r2 : float
         The held-out R^2 whose smallest training-set size is reported.
+    experiments : tuple of str or None
+        The experiments to run, by name (``width_separation``,
+        ``length_generalisation``, ``alignment``, ``width_scaling``,
+        ``fcn_tightness``, ``population``, ``sample_complexity``,
+        ``encodings``); None: all. Verdicts whose experiment does not run
+        are left out.
     device : str
         Passed to the estimators ("auto", "cpu", "cuda").
     n_jobs : int or None
@@ -151,9 +182,17 @@ class ReproductionConfig:
     fcn_span: tuple = (0.5, 4.0)
     length_factors: tuple = (1, 2, 4, 8)
     n_lengths: int = 40
-    scaling_factors: tuple = (0.5, 1.0, 2.0)
-    scaling_pe_dims: tuple = (4, 8, 16, 32, 64, 128)
-    target_r2: float = 0.8
+    scaling_lens: tuple = (8, 16, 32, 64, 128)
+    scaling_training: Training = field(default=Training(lr=0.02, max_epochs=10, batch_size=32))
+    scaling_n_train: int = 2048
+    scaling_pe_start: int = 4
+    scaling_pe_floor: int = 2
+    scaling_pe_stop: int = 1024
+    scaling_check_len: int = 32
+    tightness_lens: tuple = (4, 8, 16)
+    tightness_training: Training = field(default=Training(lr=0.01, max_epochs=30))
+    tightness_samples: int = 8192
+    tightness_check_len: int = 8
     trace_steps_per_doubling: int = 2
     population_pe_dims: tuple = (8, 16, 32)
     randomized_ensemble: bool = False
@@ -164,6 +203,7 @@ class ReproductionConfig:
     sample_fcn_factor: float = 2.0
     sample_budget: int = 8192
     sample_target_r2: float = 0.9
+    experiments: tuple = None
     device: str = "auto"
     n_jobs: int = -1
 
@@ -184,9 +224,16 @@ class ReproductionConfig:
         return max(1, round(self.n_samples * seq_len / self.seq_len))
 
     def scaling_seq_lens(self):
-        """The T of the scaling law (each above n_selected)."""
-        return sorted({max(self.n_selected + 1, round(f * self.seq_len))
-                       for f in self.scaling_factors})
+        """The T of the transformer's scaling law (each above n_selected)."""
+        return sorted({T for T in self.scaling_lens if T > self.n_selected})
+
+    def tightness_seq_lens(self):
+        """The T of the FCN's tightness on the population (each above n_selected)."""
+        return sorted({T for T in self.tightness_lens if T > self.n_selected})
+
+    def tightness_n_train(self, seq_len):
+        """Fresh sequences per epoch of the FCN's tightness fits at ``seq_len``."""
+        return max(1, round(self.tightness_samples * seq_len / 8))
 
     def sample_seq_lens(self):
         """The T of the sample-complexity curves (each above n_selected)."""
@@ -251,19 +298,29 @@ def _check_values(config):
 
 #: about 6 minutes on 2 CPU cores, every claim judged over 3 seeds
 QUICK = ReproductionConfig()
-#: T = 20, more samples and a wider pe_dim grid, the scaling law over T = 10, 20,
-#: 40, the learning curves over T = 5, 10, 20: within the hour on 2 CPU cores
+#: T = 20, more samples and a wider pe_dim grid, the scaling law over T = 8 to 256
+#: (32x), the FCN's tightness at T = 8, 16, 32, the learning curves over T = 5, 10,
+#: 20: within the hour on 2 CPU cores
 PAPER = ReproductionConfig(
     seq_len=20, n_samples=50_000, n_test=10_000,
     pe_dims=(4, 8, 16, 32, 64, 128, 256, 512), ensemble_pe_dims=(16, 64, 256),
-    scaling_pe_dims=(8, 16, 32, 64, 128, 256),
+    scaling_lens=(8, 16, 32, 64, 128, 256), scaling_n_train=4096, scaling_check_len=64,
+    tightness_lens=(8, 16, 32), tightness_check_len=16,
     population_pe_dims=(8, 16, 32, 64, 128),
     sample_factors=(0.25, 0.5, 1.0), sample_sizes=(2, 8, 32, 128),
     sample_fcn_sizes=(512, 2048, 8192, 32768, 131072, 524288), sample_fcn_factor=4.0,
     sample_budget=32768,
 )
-#: The presets by the name ``--scale`` takes: ``{'quick': QUICK, 'paper': PAPER}``.
-SCALES = {"quick": QUICK, "paper": PAPER}
+#: the paper's three claims (verdicts 1-3) alone, over 3 seeds in under 3 minutes
+#: on 2 CPU cores: the quick run's fits of the paper's model and the fixed
+#: encoding (the same numbers), a pe_dim grid of 5 values over 16x, the FCN at
+#: the widths below T d and one power of two, a 2-draw ensemble beside them
+FIRST = ReproductionConfig(
+    experiments=("width_separation", "length_generalisation", "alignment"),
+    pe_dims=(4, 8, 16, 32, 64), ensemble_pe_dims=(256,), n_pe_draws=2, fcn_span=(0.5, 1.0),
+)
+#: The presets by the name ``--scale`` takes.
+SCALES = {"first": FIRST, "quick": QUICK, "paper": PAPER}
 #: seconds on a CPU, for the examples and the tests of the pipeline: exercises
 #: every step of a run, too small to support any claim
 SMOKE = ReproductionConfig(
@@ -273,7 +330,11 @@ SMOKE = ReproductionConfig(
     ensemble_training=Training(lr=0.01, max_epochs=2, batch_size=16),
     fcn_training=Training(lr=0.01, max_epochs=2, batch_size=16),
     fcn_span=(1.0, 2.0), length_factors=(1, 4), n_lengths=4,
-    scaling_factors=(0.75, 1.0, 1.5), scaling_pe_dims=(2, 4), population_pe_dims=(2, 4),
+    scaling_lens=(3, 4, 6), scaling_training=Training(lr=0.01, max_epochs=2, batch_size=16),
+    scaling_n_train=32, scaling_pe_start=2, scaling_pe_floor=1, scaling_pe_stop=8,
+    scaling_check_len=4, tightness_lens=(3, 4, 6),
+    tightness_training=Training(lr=0.01, max_epochs=2, batch_size=16), tightness_samples=64,
+    tightness_check_len=4, population_pe_dims=(2, 4),
     randomized_ensemble=True, sample_factors=(0.75, 1.0), sample_sizes=(2, 8),
     sample_fcn_sizes=(8, 32), sample_pe_dim=4, sample_fcn_factor=1.0, sample_budget=32,
     n_jobs=1, device="cpu",

@@ -2,9 +2,10 @@
 
 An experiment is a subclass of :class:`Experiment` in a module of its own:
 it names the fits it needs (the run fits each distinct one once per seed and
-shares it between experiments), turns their records into its section of the
-results (plain rows: per seed, and mean and spread over seeds), judges its
-claims, and says which tables, Markdown and figures show it.
+shares it between experiments), or searches for them round by round, turns
+their records into its section of the results (plain rows: per seed, and
+mean and spread over seeds), and says which tables, Markdown and figures
+show it. The verdicts read those sections (``_verdicts``).
 """
 
 import math
@@ -22,25 +23,23 @@ class Experiment:
         Key of its section in the results dict and stem of its files.
     title : str
         Heading in summary.md.
-    thresholds : dict
-        The numbers its verdicts compare with (part of ``THRESHOLDS``).
     """
 
     name = ""
     title = ""
-    thresholds = {}
 
     def fits(self, config):
         """The :class:`~._fits.Fit` s it needs (each is fitted once per seed)."""
         return []
 
+    def search(self, config, fit_round):
+        """Fits chosen from the scores of earlier ones (after ``fits``): call
+        ``fit_round(fits)`` per round; it fits them for every seed (through
+        ``run_fits``) and returns ``{(fit, seed): record}``."""
+
     def collect(self, config, records):
         """Its section of the results, from ``records[(fit, seed)]``."""
         raise NotImplementedError
-
-    def claims(self, results, thresholds):
-        """Its verdicts: a list of :func:`claim` dicts (judged on the mean over seeds)."""
-        return []
 
     def tables(self, results):
         """``{csv file name: rows}`` to write."""
@@ -53,19 +52,6 @@ class Experiment:
     def figures(self):
         """``{png file name: draw(results) -> matplotlib Figure}``."""
         return {}
-
-
-def claim(name, *, model, statement, supported, seeds_supporting, n_seeds, evidence,
-          checks=()):
-    """A verdict: judged on the mean over seeds, and seed by seed.
-
-    ``checks`` lists what mathematics guarantees (reported as sanity checks,
-    not part of the verdict), each ``(text, passed)``.
-    """
-    return {"claim": name, "model": model, "statement": statement,
-            "supported": bool(supported), "seeds_supporting": int(seeds_supporting),
-            "n_seeds": int(n_seeds), "evidence": evidence,
-            "sanity_checks": [{"check": text, "passed": bool(ok)} for text, ok in checks]}
 
 
 def spread(values):
@@ -129,9 +115,19 @@ def fmt(value, spec=".3f"):
 
 
 def fmt_spread(row, key, spec=".3f"):
-    """``mean ± sd`` of ``key`` in a summarised row."""
+    """``mean ± sd`` of ``key`` in a summarised row; one seed has no spread to show.
+
+    Examples
+    --------
+    >>> fmt_spread({"r2_mean": 0.5, "r2_sd": 0.1, "n_seeds": 3}, "r2")
+    '0.500 ± 0.100'
+    >>> fmt_spread({"r2_mean": 0.5, "r2_sd": 0.0, "n_seeds": 1}, "r2")
+    '0.500 (1 seed)'
+    """
     if row is None or math.isnan(row.get(f"{key}_mean", math.nan)):
         return "-"
+    if row.get("n_seeds") == 1:
+        return f"{row[f'{key}_mean']:{spec}} (1 seed)"
     return f"{row[f'{key}_mean']:{spec}} ± {row[f'{key}_sd']:{spec}}"
 
 

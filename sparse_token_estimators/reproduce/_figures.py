@@ -96,11 +96,14 @@ def powers_of_two_ticks(axis, values):
     axis.set_minor_formatter(NullFormatter())
 
 
-def figure_names():
-    """The file names ``save_figures`` writes, in order."""
+def figure_names(results=None):
+    """The file names ``save_figures`` writes, in order (for ``results``: of the
+    experiments that ran)."""
     from ._registry import EXPERIMENTS
 
-    return [name for experiment in EXPERIMENTS for name in experiment.figures()]
+    return [name for experiment in EXPERIMENTS
+            if results is None or experiment.name in results
+            for name in experiment.figures()]
 
 
 def draw_figures(results):
@@ -110,7 +113,7 @@ def draw_figures(results):
     """
     from ._registry import EXPERIMENTS
 
-    for experiment in EXPERIMENTS:
+    for experiment in (e for e in EXPERIMENTS if e.name in results):  # those that ran
         for name, draw in experiment.figures().items():
             yield name, draw(results)
 
@@ -130,8 +133,10 @@ def save_figures(results, out_dir, *, dpi=DPI):
     ['width_separation.png', 'length_generalisation.png', 'length_vs_pe_dim.png']
     >>> names[3:5]
     ['alignment.png', 'width_scaling.png']
-    >>> names[5:]
-    ['population.png', 'sample_complexity.png', 'encodings.png']
+    >>> names[5:7]
+    ['critical_widths.png', 'population.png']
+    >>> names[7:]
+    ['sample_complexity.png', 'encodings.png']
     """
     from ._records import write_atomic
 

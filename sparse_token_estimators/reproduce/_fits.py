@@ -93,6 +93,11 @@ MODELS = {
                       "transformer", "ensemble_training", ensemble=True),
     "fixed": Model("transformer, fixed PE (paper's baseline)", "transformer",
                    "paper_training", params=(("positional_encoding", "fixed"),)),
+    # the critical-width searches train on the population with their own
+    # steps (checked by doubling them): the same models, another training
+    "paper_scaling": Model("transformer, paper's model (1 positional draw; scaling-law "
+                           "training)", "transformer", "scaling_training"),
+    "fcn_tightness": Model("FCN (tightness training)", "fcn", "tightness_training"),
 }
 
 

@@ -15,15 +15,12 @@ at 4T against pe_dim for both draw settings: the theory's point that length
 generalisation improves as d_p grows.
 """
 
-import math
 
 from ._experiment import (
     Experiment,
-    claim,
     find,
     fmt_spread,
     markdown_table,
-    run_seeds,
     spread,
     summarise,
 )
@@ -36,9 +33,6 @@ MODELS = ("paper", "ensemble", "fixed")
 class LengthGeneralisation(Experiment):
     name = "length_generalisation"
     title = "Length generalisation (held-out R^2 per test length)"
-    thresholds = {"stochastic_r2_at_T": 0.9, "stochastic_r2_at_4T": 0.8,
-                  "fixed_r2_at_T": 0.9, "fixed_r2_at_4T": 0.3}
-
     def fits(self, config):
         T, p = config.seq_len, config.length_pe_dim
         return ([Fit(model, p, T) for model in MODELS]
@@ -79,53 +73,6 @@ class LengthGeneralisation(Experiment):
             "by_pe_dim": by_pe,
             "by_pe_dim_summary": summarise(by_pe, ["model", "model_name", "pe_dim"], factors),
         }
-
-    def claims(self, results, thresholds):
-        cfg, section = results["config"], results[self.name]
-        t, T = thresholds, cfg["seq_len"]
-
-        def r2(model, factor, seed=None):
-            if seed is None:
-                row = find(section["summary"], model=model, length=factor * T)
-                return row["r2_mean"] if row else math.nan
-            return find(section["rows"], model=model, length=factor * T, seed=seed)["r2"]
-
-        def holds(seed=None):
-            return (r2("paper", 1, seed) >= t["stochastic_r2_at_T"]
-                    and r2("paper", 4, seed) >= t["stochastic_r2_at_4T"]
-                    and r2("fixed", 1, seed) >= t["fixed_r2_at_T"]
-                    and r2("fixed", 4, seed) <= t["fixed_r2_at_4T"])
-
-        seeds = run_seeds(cfg)
-        per_seed = [holds(s) for s in seeds]
-
-        def curve(model):
-            return ", ".join(
-                f"{fmt_spread(find(section['summary'], model=model, length=f * T), 'r2')} "
-                f"at {f}T" for f in cfg["length_factors"])
-
-        def beyond(model):
-            return fmt_spread(find(section["beyond_training"], model=model), "r2_beyond_T")
-
-        names = results["models"]
-        evidence = (
-            f"{names['paper']['name']}: {curve('paper')}; mean over the lengths beyond "
-            f"T {beyond('paper')}. {names['fixed']['name']}: {curve('fixed')}. "
-            f"{names['ensemble']['name']} (not judged): {curve('ensemble')}; beyond T "
-            f"{beyond('ensemble')}"
-        )
-        return [claim(
-            "length generalisation", model=names["paper"]["name"],
-            statement=(
-                f"Trained at T with pe_dim={cfg['length_pe_dim']}, the paper's model "
-                f"(stochastic PE) keeps held-out R^2 >= {t['stochastic_r2_at_T']} at T "
-                f"and >= {t['stochastic_r2_at_4T']} at 4T; the fixed-PE transformer fits "
-                f"at T (R^2 >= {t['fixed_r2_at_T']}) but fails at 4T "
-                f"(R^2 <= {t['fixed_r2_at_4T']})."
-            ),
-            supported=holds(), seeds_supporting=sum(per_seed), n_seeds=len(seeds),
-            evidence=evidence,
-        )]
 
     def tables(self, results):
         section = results[self.name]

@@ -26,7 +26,6 @@ import math
 from ..theory import zero_predictor_loss
 from ._experiment import (
     Experiment,
-    claim,
     find,
     fmt,
     fmt_spread,
@@ -44,13 +43,7 @@ from ._figures import (
     task_title,
 )
 from ._fits import Fit
-from ._width_separation import (
-    ensemble_evidence,
-    fcn_bound,
-    fcns_at_or_above_bound,
-    judge_below_bound,
-    judged_widths,
-)
+from ._width_separation import fcn_bound
 
 MODELS = ("fcn", "paper", "ensemble")
 VALUES = ("test_loss", "test_r2", "train_loss", "bound_ratio")
@@ -71,7 +64,6 @@ def population_grid(config):
 class Population(Experiment):
     name = "population"
     title = "Approximation against estimation: training on the population"
-    thresholds = {"population_margin": 0.1}
 
     def fits(self, config):
         T = config.seq_len
@@ -119,46 +111,6 @@ class Population(Experiment):
                                       ["population_loss", "sample_loss", "estimation_gap",
                                        "relative_gap", "excess_over_bound"]),
         }
-
-    def claims(self, results, thresholds):
-        cfg, section = results["config"], results[self.name]
-        margin = thresholds["population_margin"]
-        grid = {r["width"] for r in section["rows"] if r["model"] == "paper"}
-        widths = [w for w in judged_widths(cfg) if w in grid]
-
-        supported, per_seed = judge_below_bound(cfg, section, widths, margin,
-                                                data="population")
-        evidence = []
-        for w in widths:
-            p = find(section["summary"], model="paper", data="population", width=w)
-            f = find(section["summary"], model="fcn", data="population", width=w)
-            text = (f"width {w}: paper's model on the population: loss "
-                    f"{fmt_spread(p, 'test_loss')}, {p['test_loss_mean'] / fcn_bound(cfg, w):.2f}x "
-                    f"the FCN bound {fcn_bound(cfg, w):.3f}")
-            if f is not None:
-                text += f"; the FCN on the population {fmt_spread(f, 'test_loss')}"
-            evidence.append(text)
-        evidence += ensemble_evidence(cfg, [r for r in section["summary"]
-                                            if r["model"] == "ensemble"
-                                            and r["data"] == "population"])
-        above = fcns_at_or_above_bound([r for r in section["rows"] if r["model"] == "fcn"
-                                        and r["data"] == "population"])
-        check = (f"every population-trained FCN below T*d sits at or above its bound (within "
-                 f"3 standard errors of its held-out loss): {sum(above)} of {len(above)} fits")
-        return [claim(
-            "width separation on the population", model=results["models"]["paper"]["name"],
-            statement=(
-                f"Trained on the population ({section['n_train']} fresh sequences every "
-                "epoch, the setting of the paper's theory), the paper's transformer at "
-                "widths d + pe_dim with q log T <= pe_dim <= 4 q log T "
-                f"({', '.join(map(str, widths)) or 'none in the grid'}) goes clearly below "
-                f"the FCN bound at the same width: mean held-out loss at least {margin:.0%} "
-                "below it at every such width. Fresh data cannot take an FCN below its "
-                "bound (a theorem; the sanity check)."
-            ),
-            supported=supported, seeds_supporting=sum(per_seed), n_seeds=len(per_seed),
-            evidence="; ".join(evidence) or "no width to judge", checks=[(check, all(above))],
-        )]
 
     def tables(self, results):
         section = results[self.name]

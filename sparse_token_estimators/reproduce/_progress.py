@@ -140,6 +140,14 @@ class Progress:
         """Add ``cost`` to the estimated cost of the whole run."""
         self._cost_total += cost
 
+    def add(self, n_fits):
+        """Count ``n_fits`` more fits in the run (a search's, decided as it goes)."""
+        with self._lock:
+            self.total += n_fits
+            if self._bar is not None:
+                self._bar.total = self.total
+                self._bar.refresh()
+
     def stage(self, text, *, n_fits, cost):
         """Start a stage of ``n_fits`` fits that together cost about ``cost``."""
         with self._lock:

@@ -4,22 +4,26 @@ To add an experiment:
 
 1. Write ``_<name>.py`` with a subclass of :class:`~._experiment.Experiment`
    and its instance ``EXPERIMENT``: ``name`` (its key in the results and the
-   stem of its files), ``title``, ``thresholds`` (the numbers its verdicts
-   compare with; they join ``THRESHOLDS``), ``fits(config)`` (the
+   stem of its files), ``title``, ``fits(config)`` (the
    :class:`~._fits.Fit` s it needs; fits other experiments ask for too are
-   made once and shared), ``collect(config, records)`` (its section of the
-   results: per-seed rows and ``summarise`` d rows), ``claims``,
-   ``tables``, ``summary`` and ``figures``. A model the run does not know
-   yet (an encoding, say) goes into ``_fits.MODELS`` from that module.
+   made once and shared) or ``search(config, fit_round)`` (fits chosen
+   round by round from the scores of earlier ones, e.g. by the bracketing
+   search of ``_bracket``), ``collect(config, records)`` (its section of
+   the results: per-seed rows and ``summarise`` d rows), ``tables``,
+   ``summary`` and ``figures``. A model the run does not know yet goes
+   into ``_fits.MODELS``.
 2. Add ``EXPERIMENT`` to ``EXPERIMENTS`` below. Numbers it needs from the
    configuration go into ``ReproductionConfig`` with a default.
-3. Test its verdict on constructed results (tests/test_verdicts.py): one
-   that passes, one that fails.
+3. A verdict it supports goes into ``_verdicts`` with its thresholds, fixed
+   before the run, and tests on constructed results
+   (tests/test_verdicts.py): one that passes, one that fails, one that is
+   inconclusive.
 """
 
 from . import (
     _alignment,
     _encodings,
+    _fcn_tightness,
     _length_generalisation,
     _population,
     _sample_complexity,
@@ -32,6 +36,7 @@ EXPERIMENTS = (
     _length_generalisation.EXPERIMENT,
     _alignment.EXPERIMENT,
     _width_scaling.EXPERIMENT,
+    _fcn_tightness.EXPERIMENT,
     _population.EXPERIMENT,
     _sample_complexity.EXPERIMENT,
     _encodings.EXPERIMENT,

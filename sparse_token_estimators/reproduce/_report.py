@@ -17,30 +17,9 @@ from . import _records
 from ._experiment import markdown_table, run_seeds
 from ._figures import figure_names, save_figures
 from ._registry import EXPERIMENTS
+from ._verdicts import FIXED_ON, THRESHOLDS, assess_claims
 
-#: every number a verdict compares with, by name (each experiment's own)
-THRESHOLDS = {k: v for experiment in EXPERIMENTS for k, v in experiment.thresholds.items()}
-
-
-def assess_claims(results, thresholds=THRESHOLDS):
-    """State each claim and whether the numbers in ``results`` support it.
-
-    Returns a list of dicts with ``claim``, ``model`` (the model judged),
-    ``statement``, ``supported`` (judged on the mean over seeds),
-    ``seeds_supporting`` (how many seeds support it on their own),
-    ``n_seeds``, ``evidence`` and ``sanity_checks`` (what mathematics
-    guarantees, reported apart). ``run`` judges with ``THRESHOLDS``; pass
-    others to judge the same numbers by other standards.
-
-    Examples
-    --------
-    >>> from sparse_token_estimators.reproduce import SMOKE, run
-    >>> results = run(SMOKE, progress=False)
-    >>> lenient = dict(THRESHOLDS, alignment_final=-1.0)
-    >>> [c["supported"] for c in assess_claims(results, lenient) if c["claim"] == "alignment"]
-    [True]
-    """
-    return [c for experiment in EXPERIMENTS for c in experiment.claims(results, thresholds)]
+__all__ = ["THRESHOLDS", "assess_claims", "summary_markdown", "write_outputs"]
 
 
 def _write_csv(path, rows):
@@ -90,14 +69,15 @@ def write_outputs(results, out_dir, *, plots=True, about=None):
     ...     names = [p.name for p in write_outputs(run(SMOKE, progress=False), out,
     ...                                            plots=False)]
     >>> names[:2], names[-2:], len(names)
-    (['results.json', 'fits.csv'], ['summary.md', 'manifest.json'], 24)
+    (['results.json', 'fits.csv'], ['summary.md', 'manifest.json'], 27)
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tables = {"fits.csv": results["fits"]}
     for experiment in EXPERIMENTS:
-        tables.update(experiment.tables(results))
-    figures = figure_names() if plots else []
+        if experiment.name in results:  # the experiments the run ran
+            tables.update(experiment.tables(results))
+    figures = figure_names(results) if plots else []
     names = ["results.json", *tables, *figures, "summary.md"]
     _records.begin_outputs(out, names)
     written = [_records.write_atomic(out / "results.json", _records.dumps(results))]
@@ -110,6 +90,10 @@ def write_outputs(results, out_dir, *, plots=True, about=None):
                                          summary_markdown(results, figures=plots)))
     _records.finish_outputs(out, [p.name for p in written], **(about or {}))
     return written + [out / _records.MANIFEST]
+
+
+def _shown(verdict):
+    return verdict if verdict == "supported" else f"**{verdict}**"
 
 
 def fit_seconds(fit):
@@ -166,9 +150,11 @@ def summary_markdown(results, *, figures=True):
         f"Task: T={cfg['seq_len']} tokens of dimension d={cfg['token_dim']}, "
         f"q={cfg['n_selected']} selected; {cfg['n_samples']} training sequences at T "
         f"(in proportion to T elsewhere), {cfg['n_test']} validation and {cfg['n_test']} "
-        f"held-out; **{cfg['n_seeds']} seeds** ({seeds}), each drawing its own data and "
-        f"models: every number is a mean ± sd over the seeds (per seed in the CSV files and "
-        f"results.json). Run time {results['elapsed_s']:.0f} s.",
+        f"held-out; " + (f"**{cfg['n_seeds']} seeds** ({seeds}), each drawing its own data "
+                         "and models: every number is a mean ± sd over the seeds (per seed "
+                         "in the CSV files and results.json)." if cfg["n_seeds"] > 1 else
+                         f"**1 seed** ({seeds}): no spread over seeds to show.")
+        + f" Run time {results['elapsed_s']:.0f} s.",
         "",
         "Units: losses are squared errors summed over the d coordinates (predicting 0 "
         f"scores d/q = {theory['zero_predictor_loss']:.3f}; skorch's `train_loss` is the "
@@ -191,21 +177,33 @@ def summary_markdown(results, *, figures=True):
         "## Claims",
         "",
     ]
+    lines += [f"The thresholds were fixed on {FIXED_ON}, before any run that judges them "
+              "(the task statement's 'Verdicts, fixed before the run'), and are recorded in "
+              "results.json ('thresholds'); a verdict the run is too small to decide is "
+              "'inconclusive', with the reason and the sizes that would decide it.", ""]
+    seeds_header = (f"mean of {cfg['n_seeds']} seeds" if cfg["n_seeds"] > 1
+                    else "1 seed (no spread)")
     lines += markdown_table(
-        ["claim", "judged on", f"mean of {cfg['n_seeds']} seeds", "seeds on their own"],
-        [[c["claim"], c["model"], "supported" if c["supported"] else "**NOT supported**",
+        ["claim", "judged on", seeds_header, "seeds on their own"],
+        [[c["claim"], c["model"], _shown(c["verdict"]),
           f"{c['seeds_supporting']} of {c['n_seeds']}"] for c in results["claims"]],
         ["l", "l", "l", "r"]) + [""]
     for c in results["claims"]:
-        verdict = "supported" if c["supported"] else "NOT supported"
-        lines += [f"- **{c['claim']}: {verdict} by this run** (judged on the mean over "
-                  f"{c['n_seeds']} seeds; {c['seeds_supporting']} of {c['n_seeds']} seeds "
-                  f"support it on their own; model: {c['model']}). {c['statement']}",
+        shown = c["verdict"] if c["verdict"] == "supported" else c["verdict"].upper()
+        lines += [f"- **{c['claim']}: {shown} by this run** (judged on the mean over "
+                  f"{c['n_seeds']} seed"
+                  f"{'s' if c['n_seeds'] > 1 else ''}; {c['seeds_supporting']} of "
+                  f"{c['n_seeds']} support it on their own; model: {c['model']}). "
+                  f"{c['statement']}",
                   f"  Evidence: {c['evidence']}."]
+        for reason in c["inconclusive_reasons"]:
+            lines.append(f"  Inconclusive: {reason}.")
+        if c.get("note"):
+            lines.append(f"  Note: {c['note']}")
         for check in c["sanity_checks"]:
             lines.append(f"  Sanity check (guaranteed by the theory): {check['check']}: "
                          f"{'holds' if check['passed'] else 'FAILS'}.")
-    for experiment in EXPERIMENTS:
+    for experiment in (e for e in EXPERIMENTS if e.name in results):
         lines += ["", f"## {experiment.title}", ""] + experiment.summary(results)
     per_experiment, per_model = timing_rows(results)
     lines += ["", "## Where the time went", "",
@@ -222,6 +220,7 @@ def summary_markdown(results, *, figures=True):
         [[r["model_name"], r["seq_len"], r["data"], r["fits"], f"{r['cpu_s']:.0f}",
           f"{r['wall_s']:.0f}"] for r in per_model], ["l", "r", "l", "r", "r", "r"])
     if figures:
-        names = [name for experiment in EXPERIMENTS for name in experiment.figures()]
+        names = [name for experiment in EXPERIMENTS if experiment.name in results
+                 for name in experiment.figures()]
         lines += ["", "## Figures", ""] + [f"![{name[:-4]}]({name})" for name in names]
     return "\n".join(lines) + "\n"

@@ -21,7 +21,7 @@ from ._fits import MODELS, describe_models, run_fits
 from ._progress import Progress, count_finished_tasks
 from ._records import RecordStore, recording
 from ._registry import EXPERIMENTS
-from ._report import THRESHOLDS, assess_claims
+from ._verdicts import FIXED_ON, RESOLUTION, THRESHOLDS, assess_claims
 
 
 def _theory_references(config):
@@ -36,10 +36,23 @@ def _theory_references(config):
     }
 
 
+def selected(config):
+    """The experiments ``config`` runs (``config.experiments``; None: all), in order."""
+    if config.experiments is None:
+        return EXPERIMENTS
+    known = [e.name for e in EXPERIMENTS]
+    unknown = sorted(set(config.experiments) - set(known))
+    if unknown:
+        raise ValueError(f"experiments={tuple(config.experiments)!r} names {unknown}, which "
+                         f"the reproduction does not have; choose among {known}.")
+    return tuple(e for e in EXPERIMENTS if e.name in config.experiments)
+
+
 def planned_fits(config):
-    """``{fit: [names of the experiments that use it]}``: what ``run`` fits per seed."""
+    """``{fit: [names of the experiments that use it]}``: what ``run`` fits per seed
+    before the searches."""
     used_by = {}
-    for experiment in EXPERIMENTS:
+    for experiment in selected(config):
         for fit in experiment.fits(config):
             names = used_by.setdefault(fit, [])
             if experiment.name not in names:
@@ -47,11 +60,32 @@ def planned_fits(config):
     return used_by
 
 
+def _fit_round(config, name, records, used_by, progress):
+    """``fit_round(fits)`` of a search: fit those not fitted yet (every seed, through
+    ``run_fits``), note that experiment ``name`` uses them, return their records."""
+
+    def fit_round(fits):
+        new = [f for f in dict.fromkeys(fits) if f not in used_by]
+        for fit in fits:
+            names = used_by.setdefault(fit, [])
+            if name not in names:
+                names.append(name)
+        if new:
+            # a search's fits are not known in advance: the total grows as it goes
+            progress.add(len(new) * config.n_seeds)
+            progress.plan(sum(f.cost(config) for f in new) * config.n_seeds)
+            records.update(run_fits(config, new, progress))
+        return {(f, s): records[f, s] for f in fits for s in config.seeds()}
+
+    return fit_round
+
+
 def run(config=QUICK, *, progress=True, store=None):
     """Run every experiment over ``config.n_seeds`` seeds and assess the claims.
 
     Each distinct fit the experiments ask for is made once per seed (inside
-    one ``GridSearchCV`` per training set), then each experiment reads its
+    one ``GridSearchCV`` per training set), then the searches (the critical
+    widths) fit theirs round by round, then each experiment reads its
     numbers off the fits.
 
     Parameters
@@ -82,7 +116,7 @@ def run(config=QUICK, *, progress=True, store=None):
     >>> [c["claim"] for c in results["claims"]][:3]
     ['width separation', 'length generalisation', 'alignment']
     >>> [c["claim"] for c in results["claims"]][3:5]
-    ['FCN width scaling', 'transformer width scaling']
+    ['transformer width scaling', 'FCN tightness']
     >>> [c["claim"] for c in results["claims"]][5:]
     ['width separation on the population']
     """
@@ -101,6 +135,9 @@ def _run(config, progress):
     try:
         with count_finished_tasks(progress.advance):
             records = run_fits(config, used_by, progress)
+            for experiment in selected(config):
+                experiment.search(config, _fit_round(config, experiment.name, records,
+                                                     used_by, progress))
     finally:
         progress.close()
     results = {
@@ -109,14 +146,15 @@ def _run(config, progress):
         "models": describe_models(config, [m for m in MODELS
                                            if any(f.model == m for f in used_by)]),
     }
-    for experiment in EXPERIMENTS:
+    for experiment in selected(config):
         results[experiment.name] = experiment.collect(config, records)
     results["fits"] = [
         {**{k: v for k, v in record.items() if k not in ("r2_by_length", "trace")},
          "used_by": used_by[fit]}
         for (fit, seed), record in sorted(records.items())
     ]
-    results["thresholds"] = dict(THRESHOLDS)
+    results["thresholds"] = {**THRESHOLDS, "fixed_on": FIXED_ON,
+                             "fixed_before_the_run": True, "resolution": dict(RESOLUTION)}
     results["claims"] = assess_claims(results)
     results["elapsed_s"] = time.perf_counter() - start
     results["versions"] = {

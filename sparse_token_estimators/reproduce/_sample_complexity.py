@@ -25,6 +25,8 @@ the target and the one before it); "<= n" when the smallest size of the
 grid already reaches it, "> n" when none does. How it grows with T: the
 least-squares slope of log n* against log T over the T where n* was
 interpolated. All of it is measured, not a claim of the paper: no verdict.
+R^2 on a training subset of n sequences is left out (null in the tables)
+when n d < ``MIN_R2_VALUES``: over two sequences it is no statistic.
 """
 
 import math
@@ -43,6 +45,20 @@ from ._figures import (
 from ._fits import Fit, model_name, training
 
 MODELS = ("paper", "ensemble", "fcn")
+#: R^2 on a set is reported only when n d >= this: the variance it divides by is
+#: then estimated within about 10% (relative standard error sqrt(2 / (n d)))
+MIN_R2_VALUES = 200
+
+
+def measurable_r2(n_samples, token_dim):
+    """Whether R^2 over ``n_samples`` sequences of ``token_dim`` outputs is reported.
+
+    Examples
+    --------
+    >>> measurable_r2(2, 8), measurable_r2(32, 8)
+    (False, True)
+    """
+    return n_samples * token_dim >= MIN_R2_VALUES
 
 
 def smallest_n(sizes, r2, target):
@@ -117,7 +133,10 @@ class SampleComplexity(Experiment):
                              "seq_len": fit.seq_len, "width": r["width"],
                              "hidden_width": r.get("hidden_width"), "pe_dim": r.get("pe_dim"),
                              "n_train": fit.n_train, "steps": fit.max_steps, "seed": seed,
-                             "train_r2": r["train_r2"], "test_r2": r["test_r2"],
+                             # R^2 over a handful of sequences is no statistic: left out
+                             "train_r2": r["train_r2"] if measurable_r2(
+                                 fit.n_train, config.token_dim) else None,
+                             "test_r2": r["test_r2"],
                              "fit_s": r["fit_s"]})
         summary = summarise(rows, ["model", "model_name", "seq_len", "n_train"],
                             ["test_r2", "train_r2"])

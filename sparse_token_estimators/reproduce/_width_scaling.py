@@ -1,289 +1,311 @@
-"""Claim 4, width scaling: the FCN's width grows like T d, the transformer's pe_dim far slower.
+"""Verdict 4, transformer width scaling: pe_dim* against T over a range that can decide it.
 
-For each T of the run, both models are fitted over their width grids (the
-FCN's ``hidden_width`` around T d, the paper's model's ``pe_dim``), on a
-training set that grows in proportion to T. The smallest width whose mean
-validation R^2 reaches ``target_r2`` is chosen on the validation set; its
-R^2 is reported on the held-out set. Growth is judged over every T of the
-run by least-squares slopes of log width against log T, with an allowance
-``delta = log(g) / log(T_max / T_min)`` for a grid whose values step by a
-factor g (a minimum read off such a grid can be off by up to one step):
+pe_dim* is the smallest ``pe_dim`` whose mean validation R^2 (over the
+seeds) reaches 0.8, for the paper's model (one positional draw), at each T
+of ``scaling_seq_lens()`` (at least 5 values spanning at least 16x). It is
+found by the bracketing search of :mod:`._bracket`, not a full grid: at the
+smallest T from ``scaling_pe_start``, at each later T from the pe_dim* of
+the one before (pe_dim* does not shrink with T, so the search starts at or
+near the crossing); the width doubles until the mean R^2 reaches the
+target, or halves down to ``scaling_pe_floor`` while it does, and is then
+bisected in log space until the last failing and the first passing pe_dim
+are within a factor sqrt(2). Its held-out R^2 is reported beside it.
 
-- FCN width scaling: the FCN's smallest width grows like T d (slope 1): at
-  every step from one T to the next it does not shrink, and its slope is
-  >= 1 - delta;
-- transformer width scaling: the paper's model's smallest pe_dim grows at
-  most like q log T: its slope is at most that of q log T over the same T
-  (about 1 / log T, 0.3-0.5 here) plus delta, and at every T its width
-  d + pe_dim is below the FCN's.
+Every fit trains on the population: ``scaling_n_train`` fresh sequences
+every epoch, at every T, with the ``scaling_training`` steps. That neither
+the sequences nor the steps set pe_dim* is checked in the run: at
+``scaling_check_len`` the two pe_dim around the crossing are refitted with
+twice the sequences (twice the steps); pe_dim* is unchanged when the lower
+one still fails and the upper one still passes.
 
-The two are separate claims: they can fail apart. The one-draw model's
-pe_dim at a fixed R^2 grows faster than q log T while T is a small multiple
-of q (log((T - q) / q), which sets how many positions can crowd out the
-selected ones, is far from log T there).
-
-That no FCN reaches the target below the width the bound allows (the
-smallest m with ``1 - fcn_lower_bound(T, q, d, m) / (d / q) >= target``) is
-guaranteed, and is reported as a sanity check.
+The searches run round by round, each round a list of ``Fit`` s through
+``run_fits`` (so a resumed run refits nothing), and ``collect`` replays them
+on the records: the path of a search depends only on the scores it saw.
 """
 
 import math
 
 import numpy as np
 
-from ..theory import fcn_lower_bound, transformer_pe_scale, zero_predictor_loss
-from ._experiment import (
-    Experiment,
-    claim,
-    fmt,
-    loglog_slope,
-    markdown_table,
-    summarise,
-)
-from ._figures import STYLES, legend_beside, powers_of_two_ticks, pyplot, task_title
+from ..theory import transformer_pe_scale
+from ._bracket import BracketSearch, run_brackets
+from ._experiment import Experiment, fmt, loglog_slope, markdown_table, summarise
+from ._figures import STYLES, legend_beside, pyplot
 from ._fits import Fit, model_name
 
-MODELS = {"fcn": "hidden_width", "paper": "pe_dim"}
+MODEL = "paper_scaling"
+#: verdict 4's target: fixed in ``_verdicts.THRESHOLDS`` as ``scaling_target_r2``
+TARGET_R2 = 0.8
+#: bisect until the bracket is within this factor (verdict 4: sqrt(2) or finer)
+REFINE = 2 ** 0.5
 
 
-def bound_width(seq_len, token_dim, n_selected, target):
-    """Smallest FCN width whose R^2 ceiling (from the width-aware bound) reaches ``target``.
+def mean_score(records, fits, seeds, key="val_r2"):
+    """Mean over the seeds of ``key`` of each fit's records."""
+    return [float(np.mean([records[f, s][key] for s in seeds])) for f in fits]
 
-    Examples
-    --------
-    >>> bound_width(10, 8, 3, 0.8)
-    60
+
+def sequential_searches(config, fit_round, lens, make_fit, start, *, floor, stop, target):
+    """One bracketing search per T, in increasing T, each starting at the one before's.
+
+    ``make_fit(T, width)`` is the :class:`Fit` of a width at T; ``start(T,
+    previous)`` the first width at T given the previous T's :class:`Bracket`
+    (None at the first); ``floor(T)``, ``stop(T)`` its limits.
+    ``fit_round(fits)`` fits a round (every seed) and returns the records.
+    Returns ``{T: Bracket}``.
     """
-    zero = zero_predictor_loss(token_dim, n_selected)
-    for m in range(1, seq_len * token_dim + 1):
-        if 1 - fcn_lower_bound(seq_len, n_selected, token_dim=token_dim, width=m) / zero \
-                >= target:
-            return m
-    return seq_len * token_dim
+    found, previous = {}, None
+    for T in lens:
+        first = min(max(start(T, previous), floor(T)), stop(T))
+        search = BracketSearch(first, target=target, stop=stop(T), floor=floor(T),
+                               factor=2.0, refine=REFINE)
+
+        def evaluate(jobs, T=T):
+            fits = [make_fit(T, w) for _, w in jobs]
+            records = fit_round(fits)
+            return mean_score(records, fits, config.seeds())
+
+        found[T] = previous = run_brackets(evaluate, {T: search})[T]
+    return found
 
 
-def _smallest(points):
-    """The point of smallest ``value`` (a width) among those reaching the target."""
-    return min(points, key=lambda r: r["value"]) if points else None
+def doubling_check(config, fit_round, bracket, make_fit):
+    """Refit the bracket's two widths with twice the sequences; None if not bracketed."""
+    if bracket is None or bracket.status != "found":
+        return None
+    fits = [make_fit(bracket.lower), make_fit(bracket.upper)]
+    lower, upper = mean_score(fit_round(fits), fits, config.seeds())
+    return {"lower": bracket.lower, "upper": bracket.upper,
+            "lower_r2": lower, "upper_r2": upper,
+            "unchanged": bool(lower < TARGET_R2 <= upper)}
 
 
-def _grid_step(values):
-    values = sorted(set(values))
-    return max((b / a for a, b in zip(values, values[1:])), default=2.0)
+def _fit(config, T, pe_dim, factor=1):
+    return Fit(MODEL, pe_dim, T, "population", n_train=factor * config.scaling_n_train)
+
+
+def _searches(config, fit_round):
+    lens = config.scaling_seq_lens()
+    found = sequential_searches(
+        config, fit_round, lens, lambda T, w: _fit(config, T, w),
+        lambda T, previous: previous.width if previous and previous.width
+        else config.scaling_pe_start,
+        floor=lambda T: config.scaling_pe_floor, stop=lambda T: config.scaling_pe_stop,
+        target=TARGET_R2)
+    T = config.scaling_check_len
+    check = doubling_check(config, fit_round, found.get(T),
+                           lambda w: _fit(config, T, w, factor=2)) if T in found else None
+    return found, check
+
+
+def per_seed_minimum(points, seeds, target=TARGET_R2):
+    """``{seed: smallest evaluated width whose own val R^2 reaches target}`` (None if none)."""
+    return {s: min((p["value"] for p in points if p["seed"] == s and p["val_r2"] >= target),
+                   default=None) for s in seeds}
+
+
+def bootstrap_slope(points_by_T, seeds, *, n_boot=1000, level=0.9, random_state=0,
+                    target=TARGET_R2):
+    """Percentile interval of the log-log slope of the critical width, over seeds.
+
+    Resamples the seeds with replacement; in each resample the critical width
+    at each T is the smallest evaluated width whose mean validation R^2 over
+    the resampled seeds reaches ``target``. Returns ``(low, high, n_used)``
+    (NaN when fewer than two seeds or no resample has a width at every T).
+    """
+    lens = sorted(points_by_T)
+    if len(seeds) < 2 or len(lens) < 2:
+        return math.nan, math.nan, 0
+    rng = np.random.default_rng(random_state)
+    tables = {T: {(p["value"], p["seed"]): p["val_r2"] for p in points_by_T[T]} for T in lens}
+    widths = {T: sorted({w for w, _ in tables[T]}) for T in lens}
+    slopes = []
+    for _ in range(n_boot):
+        draw = rng.choice(seeds, size=len(seeds), replace=True)
+        stars = []
+        for T in lens:
+            star = next((w for w in widths[T]
+                         if np.mean([tables[T].get((w, s), math.nan) for s in draw]) >= target),
+                        None)
+            stars.append(star)
+        if all(stars):
+            slopes.append(loglog_slope(lens, stars))
+    if not slopes:
+        return math.nan, math.nan, 0
+    tail = 100 * (1 - level) / 2
+    return float(np.percentile(slopes, tail)), float(np.percentile(slopes, 100 - tail)), \
+        len(slopes)
+
+
+def collect_points(config, records, brackets, make_fit, parameter):
+    """Per-seed rows of every evaluated width and their mean over seeds."""
+    points = []
+    for T, bracket in brackets.items():
+        for w, _ in bracket.evaluated:
+            fit = make_fit(T, w)
+            for seed in config.seeds():
+                r = records[fit, seed]
+                points.append({"seq_len": T, "parameter": parameter, "value": w,
+                               "width": r["width"], "seed": seed, "n_train": r["n_train"],
+                               "val_r2": r["val_r2"], "test_r2": r["test_r2"],
+                               "test_loss": r["test_loss"], "fit_cpu_s": r["fit_cpu_s"]})
+    return points, summarise(points, ["seq_len", "parameter", "value"],
+                             ["val_r2", "test_r2", "test_loss"])
+
+
+def critical_rows(config, brackets, summary, extra):
+    """One row per T: the critical width found, its bracket and held-out R^2."""
+    rows = []
+    for T, b in brackets.items():
+        at = next((r for r in summary if r["seq_len"] == T and r["value"] == b.width), None)
+        rows.append({"seq_len": T, "star": b.width, "lower": b.lower, "status": b.status,
+                     "ratio": b.ratio if math.isfinite(b.ratio) else None,
+                     "evaluated": [w for w, _ in b.evaluated],
+                     "val_r2_mean": at["val_r2_mean"] if at else None,
+                     "test_r2_mean": at["test_r2_mean"] if at else None,
+                     "test_r2_sd": at["test_r2_sd"] if at else None,
+                     "td": T * config.token_dim, **extra(T)})
+    return rows
 
 
 class WidthScaling(Experiment):
     name = "width_scaling"
-    title = "Width scaling (smallest width reaching the target R^2)"
-    thresholds = {}
+    title = "Transformer width scaling: pe_dim* against T (paper's model, population)"
 
-    def fits(self, config):
-        return [Fit(model, w, T) for T in config.scaling_seq_lens()
-                for model, grid in (("fcn", config.fcn_widths(T)),
-                                    ("paper", config.scaling_pe_dims))
-                for w in grid]
+    def search(self, config, fit_round):
+        _searches(config, fit_round)
 
     def collect(self, config, records):
-        points = []
-        for fit in sorted(self.fits(config)):
-            for seed in config.seeds():
-                r = records[fit, seed]
-                points.append({"seq_len": fit.seq_len, "model": fit.model,
-                               "model_name": r["model_name"], "parameter": MODELS[fit.model],
-                               "value": fit.width, "width": r["width"], "seed": seed,
-                               "n_train": r["n_train"], "val_r2": r["val_r2"],
-                               "test_r2": r["test_r2"], "test_loss": r["test_loss"]})
-        summary = summarise(points, ["seq_len", "model", "model_name", "value"],
-                            ["val_r2", "test_r2", "test_loss"])
-        target = config.target_r2
-        minimal, per_seed = [], []
-        for T in config.scaling_seq_lens():
-            for model, param in MODELS.items():
-                grid = [r for r in summary if r["seq_len"] == T and r["model"] == model]
-                chosen = _smallest([r for r in grid if r["val_r2_mean"] >= target])
-                minimal.append({
-                    "seq_len": T, "model": model, "model_name": model_name(model, config),
-                    "parameter": param,
-                    "minimal": chosen["value"] if chosen else None,
-                    "test_r2_mean": chosen["test_r2_mean"] if chosen else None,
-                    "test_r2_sd": chosen["test_r2_sd"] if chosen else None,
-                    "grid_max": max(r["value"] for r in grid),
-                    "grid_step": _grid_step([r["value"] for r in grid]),
-                    "td": T * config.token_dim,
-                    "bound_width": bound_width(T, config.token_dim, config.n_selected, target),
-                    "q_log_t": transformer_pe_scale(T, config.n_selected),
-                })
-                for seed in config.seeds():
-                    own = [r for r in points if r["seq_len"] == T and r["model"] == model
-                           and r["seed"] == seed and r["val_r2"] >= target]
-                    pick = _smallest(own)
-                    per_seed.append({"seq_len": T, "model": model,
-                                     "model_name": model_name(model, config), "seed": seed,
-                                     "minimal": pick["value"] if pick else None,
-                                     "test_r2": pick["test_r2"] if pick else None})
-        return {"target_r2": target, "points": points, "summary": summary,
-                "minimal": minimal, "minimal_per_seed": per_seed}
+        def lookup(fits):
+            return {(f, s): records[f, s] for f in fits for s in config.seeds()}
 
-    def claims(self, results, thresholds):
-        cfg, section, names = results["config"], results[self.name], results["models"]
-        d = cfg["token_dim"]
-        rows = {(r["seq_len"], r["model"]): r for r in section["minimal"]}
-        lens = sorted({r["seq_len"] for r in section["minimal"]})
-        span = math.log(lens[-1] / lens[0])
-        allowance = {m: math.log(max(rows[T, m]["grid_step"] for T in lens)) / span
-                     for m in MODELS}
-        reference = loglog_slope(lens, [rows[T, "paper"]["q_log_t"] for T in lens])
-
-        def fcn_widths(found):
-            # Not reached: beyond the grid, taken as twice its largest value.
-            # At the largest T that is a lower bound of the width (the slope
-            # can only be steeper); at any other T the widths then shrink to
-            # the next T, which fails the claim: the substitute cannot pass it.
-            return [found[T, "fcn"] or 2 * rows[T, "fcn"]["grid_max"] for T in lens]
-
-        def fcn_verdict(found):
-            widths = fcn_widths(found)
-            slope = loglog_slope(lens, widths)
-            return (all(b >= a for a, b in zip(widths, widths[1:]))
-                    and slope >= 1 - allowance["fcn"]), slope
-
-        def pe_verdict(found):
-            pe = [found[T, "paper"] for T in lens]
-            if any(p is None for p in pe):
-                return False, math.nan
-            slope = loglog_slope(lens, pe)
-            narrower = all(d + p < m for p, m in zip(pe, fcn_widths(found)))
-            return slope <= reference + allowance["paper"] and narrower, slope
-
-        mean = {key: r["minimal"] for key, r in rows.items()}
-        seeds = sorted({r["seed"] for r in section["minimal_per_seed"]})
-        own = [{(r["seq_len"], r["model"]): r["minimal"]
-                for r in section["minimal_per_seed"] if r["seed"] == s} for s in seeds]
-
-        def shown(T, model):
-            r = rows[T, model]
-            return str(r["minimal"]) if r["minimal"] is not None else f"> {r['grid_max']}"
-
-        def width(T):
-            p = rows[T, "paper"]["minimal"]
-            return "-" if p is None else d + p
-
-        fcn_ok, fcn_slope = fcn_verdict(mean)
-        pe_ok, pe_slope = pe_verdict(mean)
-        over = f"Over T = {', '.join(map(str, lens))}, the smallest width whose validation " \
-               f"R^2 reaches {section['target_r2']} (mean over seeds)"
-        guaranteed = all(rows[T, "fcn"]["minimal"] is None
-                         or rows[T, "fcn"]["minimal"] >= rows[T, "fcn"]["bound_width"]
-                         for T in lens)
-        check = ("no FCN reaches the target below the width its bound allows ("
-                 + ", ".join(f"T={T}: {rows[T, 'fcn']['bound_width']}" for T in lens) + ")",
-                 guaranteed)
-        return [
-            claim(
-                "FCN width scaling", model=names["fcn"]["name"],
-                statement=(
-                    f"{over} grows like T*d for the FCN: it never shrinks from one T to "
-                    f"the next, and its log-log slope against T is at least 1 - "
-                    f"{allowance['fcn']:.2f} (T*d has slope 1; the allowance is one step "
-                    "of the width grid over the range of T)."
-                ),
-                supported=fcn_ok, seeds_supporting=sum(fcn_verdict(o)[0] for o in own),
-                n_seeds=len(seeds),
-                evidence=", ".join(f"T={T}: {shown(T, 'fcn')} (T*d={T * d})" for T in lens)
-                + f"; slope {fcn_slope:.2f}"
-                + "".join(f" (taking > {rows[T, 'fcn']['grid_max']} as "
-                          f"{2 * rows[T, 'fcn']['grid_max']})"
-                          for T in lens if rows[T, "fcn"]["minimal"] is None),
-                checks=[check],
-            ),
-            claim(
-                "transformer width scaling", model=names["paper"]["name"],
-                statement=(
-                    f"{over} grows at most like q log T for the paper's transformer: the "
-                    f"log-log slope of pe_dim against T is at most {reference:.2f} (that "
-                    f"of q log T over these T) + {allowance['paper']:.2f} (one step of the "
-                    "pe_dim grid), and its width d + pe_dim is below the FCN's at every T."
-                ),
-                supported=pe_ok, seeds_supporting=sum(pe_verdict(o)[0] for o in own),
-                n_seeds=len(seeds),
-                evidence=", ".join(f"T={T}: pe_dim {shown(T, 'paper')} (q log T="
-                                   f"{rows[T, 'paper']['q_log_t']:.1f}; width "
-                                   f"{width(T)} vs the FCN's {shown(T, 'fcn')})" for T in lens)
-                + f"; slope {fmt(pe_slope, '.2f')}",
-            ),
-        ]
+        brackets, check = _searches(config, lookup)
+        points, summary = collect_points(config, records, brackets,
+                                         lambda T, w: _fit(config, T, w), "pe_dim")
+        rows = critical_rows(config, brackets, summary, lambda T: {
+            "width_star": None if brackets[T].width is None
+            else config.token_dim + brackets[T].width,
+            "q_log_t": transformer_pe_scale(T, config.n_selected)})
+        seeds = config.seeds()
+        per_seed = []
+        for T in brackets:
+            own = per_seed_minimum([p for p in points if p["seq_len"] == T], seeds)
+            per_seed += [{"seq_len": T, "seed": s, "star": w} for s, w in own.items()]
+        found = [r for r in rows if r["star"] is not None]
+        slope = loglog_slope([r["seq_len"] for r in found], [r["star"] for r in found]) \
+            if len(found) >= 2 else None
+        low, high, used = bootstrap_slope(
+            {r["seq_len"]: [p for p in points if p["seq_len"] == r["seq_len"]] for r in found},
+            seeds)
+        return {"target_r2": TARGET_R2, "refine": REFINE, "model": MODEL,
+                "model_name": model_name(MODEL, config),
+                "n_train": config.scaling_n_train,
+                "steps": config.scaling_training.steps(config.scaling_n_train),
+                "points": points, "summary": summary, "critical": rows,
+                "critical_per_seed": per_seed,
+                "slope": slope,
+                "slope_interval": [None if math.isnan(low) else low,
+                                   None if math.isnan(high) else high],
+                "slope_interval_level": 0.9, "slope_bootstrap_resamples": used,
+                "check": None if check is None else {
+                    "seq_len": config.scaling_check_len, "n_train": 2 * config.scaling_n_train,
+                    **check}}
 
     def tables(self, results):
         section = results[self.name]
         return {"width_scaling_points.csv": section["points"],
-                "width_scaling.csv": section["minimal"],
-                "width_scaling_per_seed.csv": section["minimal_per_seed"]}
+                "width_scaling.csv": section["critical"],
+                "width_scaling_per_seed.csv": section["critical_per_seed"]}
 
     def summary(self, results):
-        cfg, section = results["config"], results[self.name]
-        rows = {(r["seq_len"], r["model"]): r for r in section["minimal"]}
-        out = []
-        for T in sorted({r["seq_len"] for r in section["minimal"]}):
-            f, p = rows[T, "fcn"], rows[T, "paper"]
-
-            def cell(r):
-                if r["minimal"] is None:
-                    return f"> {r['grid_max']}", "-"
-                return str(r["minimal"]), f"{r['test_r2_mean']:.3f} ± {r['test_r2_sd']:.3f}"
-
-            out.append([str(T), *cell(f), str(f["td"]), str(f["bound_width"]), *cell(p),
-                        f"{p['q_log_t']:.1f}"])
-        lines = [f"Smallest width whose validation R^2 (mean over {cfg['n_seeds']} seeds) "
-                 f"reaches {section['target_r2']}, with its held-out R^2; the FCN bound "
-                 "allows no narrower FCN than the 'bound' column.", ""]
-        return lines + markdown_table(
-            ["T", "FCN width", "held-out R^2", "T*d", "bound", "pe_dim (paper's model)",
-             "held-out R^2", "q log T"], out)
+        cfg, s = results["config"], results[self.name]
+        lines = [f"{s['model_name']}: the smallest pe_dim whose validation R^2 (mean over "
+                 f"{cfg['n_seeds']} seed{'s' if cfg['n_seeds'] > 1 else ''}) reaches "
+                 f"{s['target_r2']}, by a bracketing search refined to a factor "
+                 f"{s['refine']:.3f}; trained on the population ({s['n_train']} fresh "
+                 f"sequences every epoch, {s['steps']} steps); its held-out R^2 beside it.",
+                 ""]
+        rows = [[str(r["seq_len"]), fmt(r["star"], "d") if r["star"] else "-",
+                 f"({fmt(r['lower'], 'd') if r['lower'] else '-'}, "
+                 f"{fmt(r['star'], 'd') if r['star'] else '-'}]", r["status"],
+                 _r2(r), f"{r['q_log_t']:.1f}",
+                 ", ".join(str(w) for w in r["evaluated"])] for r in s["critical"]]
+        lines += markdown_table(["T", "pe_dim*", "bracket", "search", "held-out R^2",
+                                 "q log T", "pe_dim fitted"], rows,
+                                ["r", "r", "r", "l", "r", "r", "l"])
+        lines += ["", f"Log-log slope of pe_dim* against T: {fmt(s['slope'], '.2f')}"
+                  + _interval(s) + "."]
+        if s["check"]:
+            c = s["check"]
+            lines.append(
+                f"Check at T={c['seq_len']} with {c['n_train']} sequences every epoch "
+                f"(twice the steps): mean validation R^2 {c['lower_r2']:.3f} at pe_dim "
+                f"{c['lower']}, {c['upper_r2']:.3f} at {c['upper']}: pe_dim* "
+                + ("unchanged." if c["unchanged"] else "CHANGED (the steps set it)."))
+        return lines
 
     def figures(self):
         return {"width_scaling.png": plot_width_scaling}
 
 
+def _r2(row):
+    if row["test_r2_mean"] is None:
+        return "-"
+    return f"{row['test_r2_mean']:.3f} ± {row['test_r2_sd']:.3f}"
+
+
+def _interval(section):
+    low, high = section["slope_interval"]
+    if low is None:
+        return " (one seed or too few T: no bootstrap interval over seeds)"
+    return (f", {section['slope_interval_level']:.0%} bootstrap interval over seeds "
+            f"[{low:.2f}, {high:.2f}]")
+
+
 def plot_width_scaling(results):
-    """Smallest width reaching the target against T, beside T d and d + q log T.
-    """
+    """pe_dim* against T (log axes, each seed's own), beside q log T, (q log T)^2 and T."""
     plt = pyplot()
-    cfg, section = results["config"], results["width_scaling"]
-    d, q = cfg["token_dim"], cfg["n_selected"]
-    fig, ax = plt.subplots(figsize=(10, 4.2), layout="constrained")
-    plotted = []
-    for model, offset in (("fcn", 0), ("paper", d)):
-        style = STYLES[model]
-        rows = sorted((r for r in section["minimal"] if r["model"] == model),
-                      key=lambda r: r["seq_len"])
-        found = [r for r in rows if r["minimal"] is not None]
-        ax.plot([r["seq_len"] for r in found], [offset + r["minimal"] for r in found],
-                label=results["models"][model]["name"], **style)
-        seeds = [r for r in section["minimal_per_seed"]
-                 if r["model"] == model and r["minimal"] is not None]
-        ax.scatter([r["seq_len"] for r in seeds], [offset + r["minimal"] for r in seeds],
-                   s=12, color=style["color"], alpha=0.4, label="... each seed")
-        missed = [r for r in rows if r["minimal"] is None]
-        if missed:
-            ax.scatter([r["seq_len"] for r in missed], [offset + r["grid_max"] for r in missed],
-                       marker="^", color=style["color"], label="... not reached in its grid")
-        plotted += [offset + (r["minimal"] or r["grid_max"]) for r in rows]
-    lengths = sorted({r["seq_len"] for r in section["minimal"]})
-    ts = np.linspace(lengths[0], lengths[-1], 50)
-    ax.plot(ts, ts * d, color=STYLES["fcn"]["color"], linestyle="--", alpha=0.6, label="T*d")
-    bound = [r["bound_width"] for r in sorted(
-        (r for r in section["minimal"] if r["model"] == "fcn"), key=lambda r: r["seq_len"])]
-    ax.plot(lengths, bound, color=STYLES["fcn"]["color"], linestyle=":", alpha=0.6,
-            label="narrowest FCN the bound allows")
-    ax.plot(ts, d + q * np.log(ts), color=STYLES["paper"]["color"], linestyle="--",
-            alpha=0.6, label="d + q log T")
-    ax.set_yscale("log")
-    powers_of_two_ticks(ax.yaxis, plotted + [d + q * np.log(lengths[0]), lengths[-1] * d])
-    ax.set_xticks(lengths)
-    ax.set(xlabel="sequence length T", ylabel="smallest width (FCN: m; transformer: d + pe_dim)",
-           title=f"Smallest width whose validation R^2 reaches {section['target_r2']}"
-                 f"\n({task_title(cfg)})")
-    legend_beside(ax)
+    cfg, s = results["config"], results["width_scaling"]
+    q = cfg["n_selected"]
+    rows = [r for r in s["critical"] if r["star"] is not None]
+    fig, ax = plt.subplots(figsize=(10, 4.6), layout="constrained")
+    if rows:
+        lens = np.array([r["seq_len"] for r in rows], dtype=float)
+        stars = np.array([r["star"] for r in rows], dtype=float)
+        lower = np.array([r["lower"] or r["star"] for r in rows], dtype=float)
+        ax.errorbar(lens, stars, yerr=[stars - lower, np.zeros_like(stars)], capsize=3,
+                    label=f"pe_dim* (mean R^2 over {cfg['n_seeds']} seeds); bar: bracket",
+                    **STYLES["paper"])
+        seeds = [p for p in s["critical_per_seed"] if p["star"] is not None]
+        ax.scatter([p["seq_len"] * (1 + 0.03 * (p["seed"] % 3 - 1)) for p in seeds],
+                   [p["star"] for p in seeds], s=14, marker="x", color="tab:blue", alpha=0.6,
+                   label="each seed's own pe_dim* (on the fitted widths)")
+        ts = np.geomspace(lens[0], lens[-1], 50)
+        first = stars[0]
+        for curve, label, style in (
+                (q * np.log(ts), "q log T", "--"), ((q * np.log(ts)) ** 2, "(q log T)^2", "-."),
+                (ts, "T", ":")):
+            ax.plot(ts, first * curve / curve[0], linestyle=style, color="gray",
+                    label=f"{label}, scaled through the first point")
+    missed = [r for r in s["critical"] if r["star"] is None]
+    if missed:
+        ax.scatter([r["seq_len"] for r in missed], [r["lower"] for r in missed], marker="^",
+                   s=50, color="tab:blue", label="not reached up to this pe_dim")
+    if rows or missed:
+        every = sorted(r["seq_len"] for r in s["critical"])
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2)
+        ax.set_xticks(every, [str(int(T)) for T in every])
+    ax.set(xlabel="sequence length T", ylabel="pe_dim* (validation R^2 >= "
+           f"{s['target_r2']})",
+           title=f"Transformer width scaling, paper's model on the population\n"
+                 f"slope {fmt(s['slope'], '.2f')}{_interval(s)}\n(d={cfg['token_dim']}, "
+                 f"q={q}; {cfg['n_seeds']} seeds)")
+    if ax.get_legend_handles_labels()[0]:  # nothing reached the target: no legend
+        legend_beside(ax)
+    else:
+        ax.text(0.5, 0.5, "no critical width found in this run", ha="center",
+                transform=ax.transAxes)
     return fig
 
 

@@ -15,17 +15,14 @@ percent, so a 10% margin is not crossed by noise, and the transformer that
 passes is not merely level with the best possible FCN.
 """
 
-import math
 
 from ..theory import fcn_lower_bound, transformer_pe_scale, zero_predictor_loss
 from ._experiment import (
     Experiment,
-    claim,
     find,
     fmt,
     fmt_spread,
     markdown_table,
-    run_seeds,
     summarise,
 )
 from ._figures import (
@@ -51,10 +48,10 @@ def fcn_bound(cfg, width):
                            width=width)
 
 
-def judged_widths(cfg):
+def judged_widths(cfg, pe_range=PE_RANGE):
     """Widths d + pe_dim of the paper's grid, q log T <= pe_dim <= 4 q log T, below T d."""
     scale = transformer_pe_scale(cfg["seq_len"], cfg["n_selected"])
-    low, high = PE_RANGE
+    low, high = pe_range
     return [cfg["token_dim"] + p for p in sorted(cfg["pe_dims"])
             if low * scale <= p <= high * scale
             and cfg["token_dim"] + p < cfg["seq_len"] * cfg["token_dim"]]
@@ -63,7 +60,6 @@ def judged_widths(cfg):
 class WidthSeparation(Experiment):
     name = "width_separation"
     title = "Width separation (held-out, at equal width)"
-    thresholds = {"separation_margin": 0.1}
 
     def fits(self, config):
         T = config.seq_len
@@ -93,49 +89,6 @@ class WidthSeparation(Experiment):
         return {"rows": rows, "summary": summarise(rows, ["model", "model_name", "width"], VALUES),
                 "bound": bound_curve}
 
-    def claims(self, results, thresholds):
-        cfg, section = results["config"], results[self.name]
-        margin = thresholds["separation_margin"]
-        widths = judged_widths(cfg)
-        summary = section["summary"]
-
-        supported, per_seed = judge_below_bound(cfg, section, widths, margin)
-        evidence = []
-        for w in widths:
-            p, f = find(summary, model="paper", width=w), find(summary, model="fcn", width=w)
-            bound = fcn_bound(cfg, w)
-            text = (f"width {w}: paper's model loss {fmt_spread(p, 'test_loss')} "
-                    f"(R^2 {fmt_spread(p, 'test_r2')}), {p['test_loss_mean'] / bound:.2f}x "
-                    f"the FCN bound {bound:.3f} (R^2 ceiling "
-                    f"{1 - bound / _zero(cfg):.3f})")
-            if f is not None:
-                text += f"; FCN {fmt_spread(f, 'test_loss')}"
-            evidence.append(text)
-        evidence += ensemble_evidence(cfg, [r for r in summary if r["model"] == "ensemble"
-                                            and r["width"] < cfg["seq_len"] * cfg["token_dim"]])
-        above = fcns_at_or_above_bound([r for r in section["rows"] if r["model"] == "fcn"
-                                        and r["width"] < cfg["seq_len"] * cfg["token_dim"]])
-        gaps = [r["test_loss_mean"] / fcn_bound(cfg, r["width"]) - 1 for r in summary
-                if r["model"] == "fcn" and r["width"] < cfg["seq_len"] * cfg["token_dim"]]
-        check = (f"every FCN below T*d sits at or above its bound (within 3 standard "
-                 f"errors of its held-out loss): {sum(above)} of {len(above)} fits"
-                 + (f"; mean loss {min(gaps):.0%} to {max(gaps):.0%} above the bound"
-                    if gaps else ""))
-        return [claim(
-            "width separation", model=results["models"]["paper"]["name"],
-            statement=(
-                f"Below T*d = {cfg['seq_len'] * cfg['token_dim']}, no FCN of width m can "
-                "have a loss below fcn_lower_bound(T, q, d, m) (a theorem); at the widths "
-                "d + pe_dim with q log T <= pe_dim <= 4 q log T "
-                f"({', '.join(map(str, widths)) or 'none in the grid'}) the paper's "
-                f"transformer goes clearly below it: mean held-out loss at least "
-                f"{margin:.0%} below the bound at every such width."
-            ),
-            supported=supported, seeds_supporting=sum(per_seed),
-            n_seeds=len(per_seed), evidence="; ".join(evidence) or "no width to judge",
-            checks=[(check, all(above))],
-        )]
-
     def tables(self, results):
         section = results[self.name]
         return {"width_separation.csv": section["rows"],
@@ -162,25 +115,6 @@ class WidthSeparation(Experiment):
 
     def figures(self):
         return {"width_separation.png": plot_width_separation}
-
-
-def judge_below_bound(cfg, section, widths, margin, **match):
-    """Whether the paper's model is at least ``margin`` below the FCN bound at
-    every width of ``widths``: on the mean over seeds, and per seed, for the
-    rows and summary of ``section`` that also match ``match``."""
-
-    def holds(loss_at):
-        return bool(widths) and all(loss_at(w) <= (1 - margin) * fcn_bound(cfg, w)
-                                    for w in widths)
-
-    def mean_loss(w):
-        row = find(section["summary"], model="paper", width=w, **match)
-        return row["test_loss_mean"] if row else math.nan
-
-    per_seed = [holds(lambda w, s=seed: find(section["rows"], model="paper", width=w, seed=s,
-                                             **match)["test_loss"])
-                for seed in run_seeds(cfg)]
-    return holds(mean_loss), per_seed
 
 
 def ensemble_evidence(cfg, rows):

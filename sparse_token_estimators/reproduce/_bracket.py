@@ -1,0 +1,245 @@
+"""The bracketing search: the smallest integer width whose score reaches a target.
+
+A critical width (the smallest ``pe_dim`` or ``hidden_width`` whose mean
+validation R^2 reaches 0.8) is found without a full grid: grow the width
+geometrically from ``start`` until the score reaches the target, then bisect
+in log space between the last failing and the first passing width until
+their ratio is at most ``refine`` (or they are neighbouring integers). The
+score is assumed to rise with the width; the search never evaluates a width
+twice.
+
+``evaluate`` takes a list of widths and returns their scores, so a caller
+can fit a whole round at once (every seed, in parallel). Several searches
+(one per sequence length, say) can run in lock-step through
+:func:`run_brackets`, so that one round holds the fits of all of them.
+"""
+
+import math
+from dataclasses import dataclass
+
+#: what a finished search found
+STATUSES = ("found", "beyond stop", "at start")
+
+
+@dataclass(frozen=True)
+class Bracket:
+    """The outcome of a bracketing search.
+
+    Attributes
+    ----------
+    width : int or None
+        The smallest evaluated width whose score reaches the target; None
+        when none does (status "beyond stop").
+    lower : int or None
+        The largest evaluated width below ``width`` whose score fails (the
+        crossing lies in (lower, width]); None when the smallest evaluated
+        width passes (status "at start"). With status "beyond stop", the
+        largest width evaluated.
+    upper : int or None
+        The smallest passing width (= ``width``).
+    evaluated : tuple of (int, float)
+        Every evaluated width and its score, in increasing width.
+    status : {"found", "beyond stop", "at start"}
+        "found": bracketed to within ``refine``; "beyond stop": no width up
+        to ``stop`` reaches the target; "at start": the smallest width
+        allowed passes, so the crossing is at or below it.
+    """
+
+    width: int | None
+    lower: int | None
+    upper: int | None
+    evaluated: tuple
+    status: str
+
+    @property
+    def ratio(self):
+        """upper / lower: how tightly the crossing is bracketed (inf if not)."""
+        if self.lower is None or self.upper is None:
+            return math.inf
+        return self.upper / self.lower
+
+
+class BracketSearch:
+    """One search, step by step: ``pending()`` widths to evaluate, ``tell`` their scores.
+
+    Parameters
+    ----------
+    start : int
+        The first width evaluated (>= 1).
+    target : float
+        A width passes when its score is >= ``target`` (NaN fails).
+    stop : int, optional
+        The largest width the search may evaluate; None: no limit.
+    floor : int, optional
+        When ``start`` already passes, shrink by ``factor`` down to
+        ``floor`` to bracket the crossing from below; None: report "at
+        start" at once.
+    factor : float, default=2.0
+        Growth (and shrink) factor of the first phase, > 1.
+    refine : float, default=sqrt(2)
+        Bisect until upper / lower <= ``refine`` (> 1).
+
+    Examples
+    --------
+    >>> search = BracketSearch(4, target=0.5)
+    >>> while not search.done:
+    ...     widths = search.pending()
+    ...     search.tell(widths, [1.0 if w >= 23 else 0.0 for w in widths])
+    >>> result = search.result()
+    >>> result.status, result.lower, result.width  # the crossing is in (19, 23]
+    ('found', 19, 23)
+    """
+
+    def __init__(self, start, *, target, stop=None, floor=None, factor=2.0,
+                 refine=2 ** 0.5):
+        for name, value in (("start", start), ("stop", stop), ("floor", floor)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise ValueError(f"{name} must be a positive int or None; got {value!r}.")
+        if stop is not None and stop < start:
+            raise ValueError(f"stop={stop} must be at least start={start}.")
+        if floor is not None and floor > start:
+            raise ValueError(f"floor={floor} must be at most start={start}.")
+        for name, value in (("factor", factor), ("refine", refine)):
+            if not value > 1:
+                raise ValueError(f"{name} must be > 1; got {value!r}.")
+        self.start, self.target, self.stop, self.floor = start, target, stop, floor
+        self.factor, self.refine = factor, refine
+        self.scores = {}
+
+    def _passes(self, width):
+        score = self.scores[width]
+        return score is not None and not math.isnan(score) and score >= self.target
+
+    def _bounds(self):
+        """(largest failing width below the smallest passing one, smallest passing)."""
+        passing = [w for w in self.scores if self._passes(w)]
+        upper = min(passing) if passing else None
+        failing = [w for w in self.scores if not self._passes(w)
+                   and (upper is None or w < upper)]
+        return (max(failing) if failing else None), upper
+
+    def _next(self):
+        """The next width to evaluate, or None when the search is over."""
+        if not self.scores:
+            return self.start
+        lower, upper = self._bounds()
+        if upper is None:  # growing: nothing passes yet
+            if self.stop is not None and lower >= self.stop:
+                return None
+            nxt = max(lower + 1, round(lower * self.factor))
+            return nxt if self.stop is None else min(nxt, self.stop)
+        if lower is None:  # shrinking: the smallest evaluated width passes
+            if self.floor is None or upper <= self.floor:
+                return None
+            return max(self.floor, min(upper - 1, round(upper / self.factor)))
+        if upper / lower <= self.refine or upper - lower <= 1:
+            return None
+        mid = round(math.sqrt(lower * upper))
+        return min(max(mid, lower + 1), upper - 1)
+
+    @property
+    def done(self):
+        """Whether the search needs no more evaluations."""
+        return self._next() is None
+
+    def pending(self):
+        """The widths to evaluate in the next round (empty when done)."""
+        nxt = self._next()
+        return [] if nxt is None else [nxt]
+
+    def tell(self, widths, scores):
+        """Record the scores of ``widths``."""
+        scores = list(scores)
+        if len(scores) != len(widths):
+            raise ValueError(f"got {len(scores)} scores for {len(widths)} widths.")
+        for w, s in zip(widths, scores):
+            self.scores[int(w)] = float(s)
+
+    def result(self):
+        """The :class:`Bracket` found so far (final once ``done``)."""
+        lower, upper = self._bounds()
+        evaluated = tuple(sorted(self.scores.items()))
+        if upper is None:
+            return Bracket(None, lower, None, evaluated, "beyond stop")
+        if lower is None:
+            return Bracket(upper, None, upper, evaluated, "at start")
+        return Bracket(upper, lower, upper, evaluated, "found")
+
+
+def run_brackets(evaluate, searches):
+    """Run several searches in lock-step; one call of ``evaluate`` per round.
+
+    Parameters
+    ----------
+    evaluate : callable
+        ``evaluate([(key, width), ...]) -> [score, ...]``: the pending
+        widths of every unfinished search in the round.
+    searches : dict
+        ``{key: BracketSearch}``.
+
+    Returns
+    -------
+    results : dict
+        ``{key: Bracket}``.
+
+    Examples
+    --------
+    >>> crossing = {"a": 10, "b": 40}
+    >>> found = run_brackets(
+    ...     lambda jobs: [float(w >= crossing[k]) for k, w in jobs],
+    ...     {k: BracketSearch(8, target=1.0, refine=1.01) for k in crossing})
+    >>> found["a"].width, found["b"].width
+    (10, 40)
+    """
+    while True:
+        jobs = [(key, w) for key, search in searches.items() for w in search.pending()]
+        if not jobs:
+            return {key: search.result() for key, search in searches.items()}
+        scores = list(evaluate(jobs))
+        if len(scores) != len(jobs):
+            raise ValueError(f"evaluate returned {len(scores)} scores for {len(jobs)} widths.")
+        for key, search in searches.items():
+            own = [(w, s) for (k, w), s in zip(jobs, scores) if k == key]
+            if own:
+                search.tell([w for w, _ in own], [s for _, s in own])
+
+
+def bracket_crossing(evaluate, start, *, target, stop=None, floor=None, factor=2.0,
+                     refine=2 ** 0.5):
+    """The smallest integer width whose score reaches ``target``, by bracketing.
+
+    Grow geometrically from ``start`` by ``factor`` until a width's score
+    reaches ``target`` (or ``stop`` fails), then bisect in log space between
+    the last failing and the first passing width until their ratio is at
+    most ``refine`` (or they are neighbouring integers). With ``floor``, a
+    passing ``start`` is followed downwards (shrinking by ``factor``) first.
+
+    Parameters
+    ----------
+    evaluate : callable
+        ``evaluate([width, ...]) -> [score, ...]``: scores of a round of
+        widths (fit them in parallel if you like); a score rising with the
+        width is assumed.
+    start : int
+    target : float
+    stop, floor : int, optional
+    factor : float, default=2.0
+    refine : float, default=sqrt(2)
+        See :class:`BracketSearch`.
+
+    Returns
+    -------
+    Bracket
+
+    Examples
+    --------
+    >>> result = bracket_crossing(lambda ws: [w / 100 for w in ws], 4, target=0.3)
+    >>> result.status, result.width, result.lower, [w for w, _ in result.evaluated]
+    ('found', 32, 23, [4, 8, 16, 23, 32])
+    >>> bracket_crossing(lambda ws: [0.0] * len(ws), 4, target=0.3, stop=20).status
+    'beyond stop'
+    """
+    search = BracketSearch(start, target=target, stop=stop, floor=floor, factor=factor,
+                           refine=refine)
+    return run_brackets(lambda jobs: evaluate([w for _, w in jobs]), {None: search})[None]

@@ -1,0 +1,178 @@
+"""Verdict 5, FCN tightness: on the population, an FCN of a small multiple of T d reaches R^2 0.8.
+
+The width-aware bound forces every FCN of width m to a loss of at least
+``fcn_lower_bound(T, q, d, m)``: no FCN reaches R^2 0.8 below the width the
+bound allows (``bound_width``, about 0.8 T d; a sanity check). What can
+fail is the other side: that an FCN trained on fresh sequences (data never
+limit it) reaches the target at a small multiple of T d. m* is the smallest
+``hidden_width`` whose mean validation R^2 over the seeds reaches 0.8, found
+at each T of ``tightness_seq_lens()`` (at least 3) by the bracketing search
+of :mod:`._bracket`: from m = T d, doubled up to 4 T d (the verdict's
+limit: a wider FCN is not needed to judge it) or halved down to the bound's
+width, then bisected to a factor sqrt(2). Every fit trains on
+``tightness_n_train(T)`` fresh sequences every epoch
+(``SparseSelectionStream``), with the ``tightness_training`` steps; at
+``tightness_check_len`` the two widths around the crossing are refitted
+with twice the sequences (twice the steps) to check that the steps do not
+set m*.
+
+The figure of the separation at every T: d + pe_dim* of the transformer's
+scaling law and m* of the FCN against T d.
+"""
+
+import numpy as np
+
+from ..theory import fcn_critical_width
+from ._experiment import Experiment, fmt, markdown_table
+from ._figures import STYLES, powers_of_two_ticks, pyplot
+from ._fits import Fit, model_name
+from ._width_scaling import (
+    REFINE,
+    TARGET_R2,
+    collect_points,
+    critical_rows,
+    doubling_check,
+    per_seed_minimum,
+    sequential_searches,
+)
+
+MODEL = "fcn_tightness"
+#: the verdict's limit on m*, in multiples of T d: the search stops there
+MAX_FACTOR = 4
+
+
+def _fit(config, T, width, factor=1):
+    return Fit(MODEL, width, T, "population", n_train=factor * config.tightness_n_train(T))
+
+
+def _floor(config, T):
+    return fcn_critical_width(T, config.n_selected, config.token_dim, TARGET_R2)
+
+
+def _searches(config, fit_round):
+    d = config.token_dim
+    found = sequential_searches(
+        config, fit_round, config.tightness_seq_lens(), lambda T, w: _fit(config, T, w),
+        lambda T, previous: T * d, floor=lambda T: _floor(config, T),
+        stop=lambda T: MAX_FACTOR * T * d, target=TARGET_R2)
+    T = config.tightness_check_len
+    check = doubling_check(config, fit_round, found.get(T),
+                           lambda w: _fit(config, T, w, factor=2)) if T in found else None
+    return found, check
+
+
+class FCNTightness(Experiment):
+    name = "fcn_tightness"
+    title = "FCN tightness on the population: m* against T d"
+
+    def search(self, config, fit_round):
+        _searches(config, fit_round)
+
+    def collect(self, config, records):
+        def lookup(fits):
+            return {(f, s): records[f, s] for f in fits for s in config.seeds()}
+
+        brackets, check = _searches(config, lookup)
+        points, summary = collect_points(config, records, brackets,
+                                         lambda T, w: _fit(config, T, w), "hidden_width")
+        d = config.token_dim
+        rows = critical_rows(config, brackets, summary, lambda T: {
+            "stop": MAX_FACTOR * T * d, "bound_width": _floor(config, T),
+            "n_train": config.tightness_n_train(T),
+            "steps": config.tightness_training.steps(config.tightness_n_train(T)),
+            "star_over_td": None if brackets[T].width is None
+            else brackets[T].width / (T * d),
+            "bound_over_td": _floor(config, T) / (T * d)})
+        per_seed = []
+        for T in brackets:
+            own = per_seed_minimum([p for p in points if p["seq_len"] == T], config.seeds())
+            per_seed += [{"seq_len": T, "seed": s, "star": w} for s, w in own.items()]
+        return {"target_r2": TARGET_R2, "refine": REFINE, "max_factor": MAX_FACTOR,
+                "model": MODEL, "model_name": model_name(MODEL, config),
+                "points": points, "summary": summary, "critical": rows,
+                "critical_per_seed": per_seed,
+                "check": None if check is None else {
+                    "seq_len": config.tightness_check_len,
+                    "n_train": 2 * config.tightness_n_train(config.tightness_check_len),
+                    **check}}
+
+    def tables(self, results):
+        section = results[self.name]
+        return {"fcn_tightness_points.csv": section["points"],
+                "fcn_tightness.csv": section["critical"],
+                "fcn_tightness_per_seed.csv": section["critical_per_seed"]}
+
+    def summary(self, results):
+        cfg, s = results["config"], results[self.name]
+        lines = [f"{s['model_name']}: the smallest hidden_width m* whose validation R^2 "
+                 f"(mean over {cfg['n_seeds']} seed{'s' if cfg['n_seeds'] > 1 else ''}) "
+                 f"reaches {s['target_r2']}, searched from T*d up to {s['max_factor']} T*d "
+                 f"and refined to a factor {s['refine']:.3f}, trained on fresh sequences "
+                 "every epoch; beside it, the narrowest width the bound allows (sanity "
+                 "check, guaranteed).", ""]
+        rows = [[str(r["seq_len"]), str(r["td"]), fmt(r["star"], "d") if r["star"] else
+                 f"> {r['stop']}", f"({fmt(r['lower'], 'd') if r['lower'] else '-'}, "
+                 f"{fmt(r['star'], 'd') if r['star'] else '-'}]", r["status"],
+                 fmt(r["star_over_td"], ".2f"), str(r["bound_width"]),
+                 f"{r['bound_over_td']:.2f}",
+                 "-" if r["test_r2_mean"] is None else
+                 f"{r['test_r2_mean']:.3f} ± {r['test_r2_sd']:.3f}",
+                 f"{r['n_train']} x {r['steps']} steps"] for r in s["critical"]]
+        lines += markdown_table(["T", "T*d", "m*", "bracket", "search", "m* / T*d",
+                                 "bound's width", "/ T*d", "held-out R^2",
+                                 "sequences per epoch"], rows,
+                                ["r", "r", "r", "r", "l", "r", "r", "r", "r", "l"])
+        if s["check"]:
+            c = s["check"]
+            lines += ["", f"Check at T={c['seq_len']} with {c['n_train']} sequences every "
+                      f"epoch (twice the steps): mean validation R^2 {c['lower_r2']:.3f} at "
+                      f"m={c['lower']}, {c['upper_r2']:.3f} at m={c['upper']}: m* "
+                      + ("unchanged." if c["unchanged"] else "CHANGED (the steps set it).")]
+        return lines
+
+    def figures(self):
+        return {"critical_widths.png": plot_critical_widths}
+
+
+def plot_critical_widths(results):
+    """The separation at every T: d + pe_dim* and m* against T d (log axes)."""
+    plt = pyplot()
+    cfg, d = results["config"], results["config"]["token_dim"]
+    fig, ax = plt.subplots(figsize=(8, 4.6))
+    plotted = []
+    for key, offset, model, label in (
+            ("width_scaling", d, "paper", "transformer (paper's model): d + pe_dim*"),
+            ("fcn_tightness", 0, "fcn", "FCN: m*")):
+        rows = [r for r in results.get(key, {}).get("critical", []) if r["star"]]
+        if not rows:
+            continue
+        td = np.array([r["td"] for r in rows], dtype=float)
+        star = np.array([offset + r["star"] for r in rows], dtype=float)
+        low = np.array([offset + (r["lower"] or r["star"]) for r in rows], dtype=float)
+        ax.errorbar(td, star, yerr=[star - low, np.zeros_like(star)], capsize=3,
+                    label=label, **STYLES[model])
+        plotted += list(td) + list(star)
+        if key == "fcn_tightness":
+            ax.plot(td, [r["bound_width"] for r in rows], linestyle=":", color="tab:red",
+                    label="narrowest FCN the bound allows (theory)")
+    if plotted:
+        span = np.geomspace(min(plotted), max(plotted), 20)
+        ax.plot(span, span, color="gray", linestyle="--", label="width = T*d")
+        ax.plot(span, MAX_FACTOR * span, color="gray", linestyle="-.",
+                label=f"width = {MAX_FACTOR} T*d (verdict 5's limit)")
+    ax.set(xscale="log", yscale="log", xlabel="T*d (T at d = "
+           f"{d})", ylabel="critical width (R^2 >= 0.8)",
+           title="Critical widths against T*d (trained on the population)\n"
+                 f"d={d}, q={cfg['n_selected']}; {cfg['n_seeds']} seeds")
+    if plotted:
+        powers_of_two_ticks(ax.xaxis, plotted)
+    if ax.get_legend_handles_labels()[0]:  # nothing reached the target: no legend
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        ax.text(0.5, 0.5, "no critical width found in this run", ha="center",
+                transform=ax.transAxes)
+    fig.tight_layout()
+    return fig
+
+
+EXPERIMENT = FCNTightness()
