@@ -31,6 +31,15 @@ SECTIONS = [
      "summed over the d coordinates of the output and averaged over samples."),
     ("sparse_token_estimators.callbacks", "Callbacks",
      "skorch callbacks that record the paper's diagnostics into ``history_``."),
+    ("sparse_token_estimators.model_selection", "Searches on a stream",
+     "A parameter search whose candidates train on a ``SparseSelectionStream`` and are "
+     "scored on a fixed validation set: the route where scikit-learn's searches, which "
+     "split by index, cannot go."),
+    ("sparse_token_estimators.checkpoints", "Checkpoints",
+     "skorch's checkpoint callbacks, made safe: an epoch's files are written "
+     "atomically and loaded together (a manifest written last), and a failed save warns."),
+    ("sparse_token_estimators.exceptions", "Warnings and errors",
+     "The package's own warning and exception classes."),
     ("sparse_token_estimators.distributed", "Distributed searches",
      "Run scikit-learn searches on a Dask cluster (the ``distributed`` extra)."),
     ("sparse_token_estimators.reproduce", "Reproduction",

@@ -1,12 +1,18 @@
 """Command line: ``python -m sparse_token_estimators`` or ``sparse-token-reproduce``.
 
 Runs the reproduction (``reproduce.run``) and writes the results file, the
-tables, the figures and a Markdown summary into ``--out``.
+tables, the figures and a Markdown summary into ``--out``. Everything is
+checked before the first fit (the arguments, the output folder, the
+scheduler); each finished fit is saved in ``--out``/records, so the same
+command run again continues where a killed run stopped.
 """
 
 import argparse
 import contextlib
+import os
+import socket
 import sys
+from pathlib import Path
 
 import torch
 from joblib import effective_n_jobs
@@ -15,6 +21,50 @@ from . import reproduce
 from ._device import resolve_device
 from ._layout import check_int
 from .datasets import make_sparse_selection
+from .reproduce import _records
+from .reproduce._config import MAX_SEED
+
+#: the options the configuration's fields come from, for the messages
+FLAGS = {"seq_len": "--seq-len", "token_dim": "--token-dim", "n_selected": "--n-selected",
+         "n_samples": "--n-samples", "seeds": "--seeds", "seed": "--seed",
+         "n_jobs": "--n-jobs", "device": "--device"}
+
+#: seconds to wait for a scheduler to accept a connection
+SCHEDULER_TIMEOUT = 2.0
+
+
+def _count(minimum):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}; "
+                                             f"got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}; got {value}")
+        return value
+    parse.__name__ = "integer"
+    return parse
+
+
+def _seed(text):
+    value = _count(0)(text)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(
+            f"seeds are 0 to 2**32 - 1 = {MAX_SEED} (scikit-learn's random_state); "
+            f"got {value}")
+    return value
+
+
+def _n_jobs(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-zero integer; got {text!r}") from None
+    if value == 0:
+        raise argparse.ArgumentTypeError(
+            "0 fits in parallel has no meaning: use -1 (all cores) or n >= 1")
+    return value
 
 
 def build_parser():
@@ -38,24 +88,36 @@ def build_parser():
                             "law over T=10..40, learning curves over T=5..20; within the "
                             "hour on 2 CPU cores")
     parser.set_defaults(scale="quick")
-    parser.add_argument("--out", default="results", help="output folder (default: results)")
+    parser.add_argument(
+        "--out", default="results",
+        help="output folder (default: results); it holds one run: each finished fit is "
+             "saved in OUT/records as it finishes, and the same command run again resumes "
+             "from there by default, fitting only what is missing (a folder holding another "
+             "configuration's records is refused); the outputs of an earlier run there "
+             "that this one does not write (e.g. its figures under --no-plots) are "
+             "removed; manifest.json, written last, lists the files of the run; a folder "
+             "holding files that no run wrote is refused")
+    parser.add_argument("--fresh", action="store_true",
+                        help="discard the records and the files of an earlier run in --out "
+                             "(only those its manifest lists) and start from zero")
     parser.add_argument("--device", default=None,
                         help="'auto' (GPU when present, the default), 'cpu' or 'cuda'")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="first seed of data and models (default 0)")
-    parser.add_argument("--seeds", type=int, default=None, dest="n_seeds",
+    parser.add_argument("--seed", type=_seed, default=None,
+                        help="first seed of data and models, 0 to 2**32 - 1 (default 0)")
+    parser.add_argument("--seeds", type=_count(1), default=None, dest="n_seeds",
                         help="number of seeds, each its own data and models "
                              "(default 3); every number is a mean and spread over them")
     sizes = parser.add_argument_group("task sizes (defaults depend on --scale)")
-    sizes.add_argument("--seq-len", type=int, help="sequence length T")
-    sizes.add_argument("--token-dim", type=int, help="token dimension d")
-    sizes.add_argument("--n-selected", type=int, help="number q of selected tokens")
-    sizes.add_argument("--n-samples", type=int, help="training sequences")
-    parser.add_argument("--n-jobs", type=int, default=None,
+    sizes.add_argument("--seq-len", type=_count(1), help="sequence length T")
+    sizes.add_argument("--token-dim", type=_count(1), help="token dimension d")
+    sizes.add_argument("--n-selected", type=_count(1), help="number q of selected tokens")
+    sizes.add_argument("--n-samples", type=_count(1), help="training sequences")
+    parser.add_argument("--n-jobs", type=_n_jobs, default=None,
                         help="parallel fits in the searches (default -1: all cores)")
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                        help="run the searches on a Dask cluster at ADDRESS "
-                             "(needs the 'distributed' extra)")
+                        help="run the searches on a Dask cluster at ADDRESS, e.g. "
+                             "tcp://host:8786 (needs the 'distributed' extra; refused if "
+                             f"it does not accept a connection within {SCHEDULER_TIMEOUT:g} s)")
     parser.add_argument("--no-plots", action="store_true",
                         help="write tables and summary only (no matplotlib needed)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress display")
@@ -72,9 +134,7 @@ def _check_matplotlib():
         ) from None
 
 
-@contextlib.contextmanager
-def _dask_backend(address):
-    """Send joblib's work (the searches' fits) to the Dask cluster at ``address``."""
+def _check_distributed():
     try:
         import dask.distributed  # noqa: F401
     except ImportError:
@@ -82,6 +142,11 @@ def _dask_backend(address):
             "--scheduler needs dask.distributed: pip install "
             "'sparse-token-estimators[distributed]'"
         ) from None
+
+
+@contextlib.contextmanager
+def _dask_backend(address):
+    """Send joblib's work (the searches' fits) to the Dask cluster at ``address``."""
     from .distributed import dask_backend
 
     with dask_backend(address) as client:
@@ -89,37 +154,110 @@ def _dask_backend(address):
         yield
 
 
-def main(argv=None):
-    """Entry point of ``python -m sparse_token_estimators``; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not args.no_plots:
-        _check_matplotlib()
-    config = reproduce.with_sizes(
-        reproduce.SCALES[args.scale], seq_len=args.seq_len, token_dim=args.token_dim,
-        n_selected=args.n_selected, n_samples=args.n_samples, seed=args.seed,
-        n_seeds=args.n_seeds,
-        device=args.device, n_jobs=args.n_jobs,
-    )
+def _check_scheduler(parser, address):
+    """Refuse a TCP scheduler address that accepts no connection within the timeout."""
+    scheme, _, rest = address.rpartition("://")
+    if scheme not in ("", "tcp", "tls"):
+        return  # inproc://, ucx://, ...: distributed's own connect says what is wrong
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit():
+        parser.error(f"argument --scheduler: {address!r} is not an address such as "
+                     "tcp://host:8786")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)),
+                                 timeout=SCHEDULER_TIMEOUT).close()
+    except OSError as exc:
+        parser.error(f"argument --scheduler: nothing accepts a connection at {address} "
+                     f"within {SCHEDULER_TIMEOUT:g} s ({exc.strerror or exc}); start the "
+                     "scheduler (`dask scheduler`) or leave --scheduler out to fit here")
+
+
+def _build_config(parser, args):
     try:  # refuse bad sizes or devices now, not in a worker minutes later
+        config = reproduce.with_sizes(
+            reproduce.SCALES[args.scale], seq_len=args.seq_len, token_dim=args.token_dim,
+            n_selected=args.n_selected, n_samples=args.n_samples, seed=args.seed,
+            n_seeds=args.n_seeds, device=args.device, n_jobs=args.n_jobs,
+        )
         check_int(config.n_samples, "n_samples")
         check_int(config.n_seeds, "seeds")
         make_sparse_selection(1, config.seq_len, config.token_dim, config.n_selected)
         resolve_device(config.device)
     except (TypeError, ValueError) as exc:
-        parser.error(str(exc))
+        message = str(exc)
+        named = [flag for name, flag in FLAGS.items()
+                 if message.startswith(name + " ") or f"{name}=" in message]
+        parser.error(f"{'/'.join(named) or 'arguments'}: {message}")
+    return config
+
+
+def _open_out(parser, args, config):
+    """Create ``--out``, prove it writable, and open its records (before any fit)."""
+    out = Path(args.out)
+    existed = out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f"{_records._TMP_PREFIX}probe-{os.getpid()}"
+        probe.write_text("a probe of --out, removed at once")
+        probe.unlink()
+    except OSError as exc:
+        if not existed and out.is_dir():
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        parser.error(f"argument --out: cannot write into {args.out!r}: "
+                     f"{exc.strerror or exc}; choose a folder you can write to")
+    if args.fresh:
+        _records.discard_run(out)
+    foreign = _records.foreign_files(out)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        parser.error(f"argument --out: {args.out!r} holds {len(foreign)} file(s) that no run "
+                     f"wrote ({shown}: not in its manifest.json); a run's folder holds one "
+                     "run: choose a new or empty folder, or move them")
+    try:
+        return _records.RecordStore(out, config)
+    except _records.ConfigMismatch as exc:
+        parser.error(f"argument --out: {exc}")
+
+
+def main(argv=None):
+    """Entry point of ``python -m sparse_token_estimators``; returns the exit code.
+
+    Every argument, the output folder (created, written to) and a given
+    scheduler (a connection) are checked before the first fit: a bad one is a
+    usage error (exit status 2) naming it.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    config = _build_config(parser, args)
+    if not args.no_plots:
+        _check_matplotlib()
+    if args.scheduler:
+        _check_distributed()
+        _check_scheduler(parser, args.scheduler)
+    store = _open_out(parser, args, config)
     if args.scheduler or effective_n_jobs(config.n_jobs) > 1:
         # The fits run in workers (one torch thread each); this process only
         # predicts, and extra threads here would compete with the workers.
         torch.set_num_threads(1)
     backend = _dask_backend(args.scheduler) if args.scheduler else contextlib.nullcontext()
     with backend:
-        results = reproduce.run(config, progress=not args.no_progress)
-    written = reproduce.write_outputs(results, args.out, plots=not args.no_plots)
+        results = reproduce.run(config, progress=not args.no_progress, store=store)
+    n_fits = len(results["fits"])
+    written = reproduce.write_outputs(
+        results, args.out, plots=not args.no_plots,
+        about={"command": ["sparse-token-reproduce", *(sys.argv[1:] if argv is None
+                                                       else argv)],
+               "fits": n_fits, "resumed_fits": store.resumed,
+               "fitted": n_fits - store.resumed})
     for claim in results["claims"]:
-        verdict = "supported" if claim["supported"] else "NOT supported"
+        verdict = claim["verdict"] if claim["verdict"] == "supported" else \
+            claim["verdict"].upper()
         print(f"{claim['claim']}: {verdict} on the mean of {claim['n_seeds']} seeds "
               f"({claim['seeds_supporting']} of {claim['n_seeds']} on their own)")
+    if store.resumed:
+        print(f"resumed {store.resumed} of {n_fits} fits from {args.out}/records; "
+              f"fitted {n_fits - store.resumed}")
     print(f"wrote {len(written)} files to {args.out}/ in {results['elapsed_s']:.0f} s; "
           f"see {args.out}/summary.md")
     return 0

@@ -1,5 +1,8 @@
 """Where tensors live: the ``device`` argument of the estimators and the data stream."""
 
+import threading
+from contextlib import contextmanager
+
 import torch
 
 
@@ -27,3 +30,93 @@ def resolve_device(device):
             "device='cuda:N' with N below that count."
         )
     return device
+
+
+_scopes = threading.local()
+
+
+class ResolvedDevice:
+    """The ``device`` attribute of an estimator: stored as given, read resolved in a call.
+
+    skorch reads ``self.device`` wherever it places a tensor and does not know
+    "auto". As a data descriptor on the class, this hands skorch the resolved
+    device while one of the estimator's calls runs (:func:`resolved_device`),
+    and the value as given otherwise (``est.device``, ``get_params``, ``clone``
+    and pickles see "auto"). The scope is the calling thread's, not the
+    estimator's: a call writes nothing to the estimator, so concurrent
+    ``predict`` calls cannot see each other's state. A value that does not
+    resolve is handed back as is, for the parameter checks to name it.
+    """
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        requested = obj.__dict__["device"]
+        if id(obj) not in getattr(_scopes, "active", {}):
+            return requested
+        try:
+            return resolve_device(requested)
+        except ValueError:
+            return requested
+
+    def __set__(self, obj, value):
+        obj.__dict__["device"] = value
+
+
+@contextmanager
+def resolved_device(obj):
+    """Within the block, in this thread, ``obj.device`` reads resolved (re-entrant)."""
+    active = _scopes.__dict__.setdefault("active", {})
+    active[id(obj)] = active.get(id(obj), 0) + 1
+    try:
+        yield
+    finally:
+        active[id(obj)] -= 1
+        if not active[id(obj)]:
+            del active[id(obj)]
+
+
+def same_device(a, b):
+    """Whether devices ``a`` and ``b`` are the same (``"cuda"`` is the current GPU)."""
+    a, b = torch.device(a), torch.device(b)
+    if a.type != b.type:
+        return False
+    if a.type != "cuda":
+        return True
+    current = torch.cuda.current_device()
+    return (current if a.index is None else a.index) == (current if b.index is None else b.index)
+
+
+def generator_on(kind, state, device):
+    """A generator on ``device`` continuing one of device type ``kind`` whose
+    state is ``state``: that state where the kinds agree, else seeded from it."""
+    moved = torch.Generator(device=device)
+    if moved.device.type == kind:
+        moved.set_state(state)
+    else:  # CPU and CUDA generators have different states
+        moved.manual_seed(int(state.sum()))
+    return moved
+
+
+def move_fitted(net, device):
+    """Move a fitted net's modules, optimizer state and training generator to ``device``.
+
+    In place: the optimizers keep their parameters. Nothing moves when the
+    module is already there, or when ``device`` is None (skorch's "leave the
+    tensors where they are").
+    """
+    if device is None:
+        return
+    tensors = [*net.module_.parameters(), *net.module_.buffers()]
+    if not tensors or same_device(tensors[0].device, device):
+        return
+    for name in net._modules + net._criteria:
+        component = getattr(net, name + "_", None)
+        if isinstance(component, torch.nn.Module):
+            component.to(device)
+    for name in net._optimizers:
+        optimizer = getattr(net, name + "_", None)
+        if optimizer is not None:  # loading casts its state to the parameters' device
+            optimizer.load_state_dict(optimizer.state_dict())
+    rng = net.torch_rng_
+    net.torch_rng_ = generator_on(rng.device.type, rng.get_state(), device)

@@ -13,6 +13,7 @@ Everything that knows this layout lives here.
 import numbers
 
 import numpy as np
+import torch
 from sklearn.utils import check_array
 
 #: index of the selection-indicator channel on the last axis of ``X``
@@ -38,14 +39,21 @@ def check_int(value, name, *, minimum=1):
     return int(value)
 
 
-def _as_float32(value, name, layout):
-    """``value`` as a float32 ndarray, or an error naming ``name`` and its layout."""
+def _as_numeric(value, name, layout):
+    """``value`` as a numeric ndarray of its own dtype, or an error naming ``name``."""
     if value is None:
         raise ValueError(f"{name} is required: an array of shape {layout}.")
     if hasattr(value, "detach"):  # a torch tensor: validate a host copy
-        value = value.detach().cpu().numpy()
+        value = value.detach().cpu()
+        if value.is_floating_point() and value.dtype not in _NUMPY_FLOATS:
+            # bfloat16 and the float8 types have no numpy dtype; float32
+            # holds each of their values exactly.
+            value = value.float()
+        value = value.numpy()
+    if isinstance(value, np.ndarray) and value.dtype.kind == "O":
+        _check_numbers(value, name, layout)
     try:
-        array = check_array(
+        return check_array(
             value, dtype="numeric", allow_nd=True, ensure_2d=False,
             ensure_min_samples=0, ensure_all_finite=False, input_name=name,
         )
@@ -55,9 +63,34 @@ def _as_float32(value, name, layout):
         kind = TypeError if isinstance(exc, TypeError) else ValueError
         reason = str(exc).splitlines()[0]
         raise kind(f"{name} must be a numeric array of shape {layout}: {reason}") from exc
+
+
+_NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
+
+
+def _check_numbers(array, name, layout):
+    # check_array turns an object array into floats with astype, which
+    # parses strings ("1.5") as numbers: refuse anything but numbers (None
+    # stands for a missing value and is reported as NaN by the finite check).
+    for value in array.flat:
+        if value is not None and not isinstance(value, (numbers.Real, np.bool_)):
+            raise TypeError(
+                f"{name} must be a numeric array of shape {layout}; its object "
+                f"array holds {value!r} of type {type(value).__name__}. Convert "
+                f"it to numbers first ({name}.astype(np.float32) parses numeric "
+                "strings)."
+            )
+
+
+def _to_float32(array):
     # contiguous: torch.as_tensor refuses negative strides (e.g. X[::-1])
     with np.errstate(over="ignore"):  # overflow to inf is reported by _check_finite
         return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def _as_float32(value, name, layout):
+    """``value`` as a float32 ndarray, or an error naming ``name`` and its layout."""
+    return _to_float32(_as_numeric(value, name, layout))
 
 
 def _check_finite(array, name, fix):
@@ -93,12 +126,13 @@ def check_tokens(X, *, token_dim=None):
     X : ndarray of shape (n_samples, seq_len, token_dim + 1), float32
         C-contiguous (a copy only where ``X`` was not already).
     """
-    X = _as_float32(X, "X", LAYOUT)
+    table = hasattr(X, "columns") and hasattr(X, "to_numpy")  # a pandas DataFrame
+    X = _as_numeric(X, "X", LAYOUT)
     if X.ndim != 3:
         raise ValueError(
             f"X must be a 3-D array of shape {LAYOUT}, as returned by "
-            f"make_sparse_selection; got an array of shape {X.shape}. A single "
-            "sequence needs a leading axis: X[np.newaxis]."
+            f"make_sparse_selection; got an array of shape {X.shape}. "
+            + _reshape_hint(X.shape, token_dim, table)
         )
     if X.shape[0] == 0:
         raise ValueError(
@@ -110,6 +144,8 @@ def check_tokens(X, *, token_dim=None):
             f"got shape {X.shape}. The last axis holds the token_dim token "
             "channels followed by the 0/1 selection indicator."
         )
+    original = X
+    X = _to_float32(X)
     _check_finite(X, "X", "Tokens and indicator must be finite: drop or repair "
                           "those samples.")
     if token_dim is not None and X.shape[2] - 1 != token_dim:
@@ -118,8 +154,10 @@ def check_tokens(X, *, token_dim=None):
             f"estimator was fitted with token_dim {token_dim} (last axis "
             f"{token_dim + 1}). Pass tokens of the dimension seen in fit."
         )
-    # One strided pass; the checks below then run on contiguous memory.
-    indicator = np.ascontiguousarray(split_tokens(X)[1])
+    # Checked as given, before the cast: float64 values such as 1 + 1e-9 or
+    # 1e-50 would round to 1.0 or 0.0. One strided pass; the checks below
+    # then run on contiguous memory.
+    indicator = np.ascontiguousarray(split_tokens(original)[1])
     if not np.all((indicator == 0) | (indicator == 1)):
         bad = np.unique(indicator[(indicator != 0) & (indicator != 1)])[:5]
         raise ValueError(
@@ -136,6 +174,29 @@ def check_tokens(X, *, token_dim=None):
             "drop those samples."
         )
     return X
+
+
+def _reshape_hint(shape, token_dim, table):
+    """What to do with an array of ``shape`` that is not 3-D."""
+    what = "pandas DataFrame" if table else "array"
+    to_array = "X.to_numpy()" if table else "X"
+    if len(shape) == 2 and (table or shape[1] > shape[0] or token_dim is not None):
+        width = shape[1]
+        if token_dim is not None and width % (token_dim + 1) == 0:
+            seq_len = width // (token_dim + 1)
+            reshape = f"{to_array}.reshape({shape[0]}, {seq_len}, {token_dim + 1})"
+        else:
+            reshape = f"{to_array}.reshape(n_samples, seq_len, token_dim + 1)"
+        flattened = (
+            f"A flattened {what} of shape (n_samples, seq_len * (token_dim + 1)), "
+            f"one sequence per row with the channels of each position side by side, "
+            f"needs {reshape} (see the data layout page of the user guide)"
+        )
+        if table:
+            return flattened + "."
+        return (flattened + "; a single sequence of shape (seq_len, token_dim + 1) "
+                "needs a leading axis: X[np.newaxis].")
+    return "A single sequence needs a leading axis: X[np.newaxis]."
 
 
 def check_target(y, X):

@@ -2,17 +2,19 @@
 
 ``SparseTokenEncoder`` and ``SparseTokenRNN`` share everything with
 ``SparseTokenTransformer`` and ``SparseTokenFCN`` (the base class in
-``estimators``: input checks, parameter checks, learned sizes, seeding,
-devices, ``set_params``, saving and loading); each says only which module it
-builds (``architectures``), from which parameters, and which lengths it takes.
+``_base``: input checks, parameter checks, learned sizes, seeding, devices,
+``set_params``, transactional fit, thread-safe predict, saving and loading
+with weights that name their structural parameters); each says only which
+module it builds (``architectures``), from which parameters, and which
+lengths it takes. Their parameters' rules and groups are in ``_params``.
 """
 
 import torch
 from skorch.utils import to_tensor
 
 from . import _params
+from ._base import _SparseTokenRegressor
 from .architectures import RecurrentNet, TransformerEncoder, check_encoder_sizes
-from .estimators import _SparseTokenRegressor
 from .positional import ENCODINGS
 
 
@@ -103,6 +105,7 @@ class SparseTokenEncoder(_SparseTokenRegressor):
 
     _parameter_constraints = _params.ENCODER
     _module_params = ("d_model", "n_heads", "n_layers", "positional_encoding", "max_seq_len")
+    _forward_args_supplied = ("noise",)
 
     def __init__(self, module=TransformerEncoder, *, token_dim=None, d_model=32, n_heads=2,
                  n_layers=1, positional_encoding="none", max_seq_len=256, random_state=None,

@@ -329,3 +329,81 @@ def is_structural(name):
         return group_of(name) == "structural"
     except KeyError:
         return False
+
+
+# -- routed values, checked on scratch objects ------------------------------------
+
+
+def _routed(net, prefix, overrides):
+    kwargs = net.get_params_for(prefix)
+    start = prefix + "__"
+    kwargs.update({key[len(start):]: value for key, value in overrides.items()
+                   if key.startswith(start)})
+    return kwargs
+
+
+def _refused(net, prefix, kwargs, component, exc):
+    given = ", ".join(f"{prefix}__{key}={value!r}" for key, value in kwargs.items())
+    name = getattr(component, "__name__", repr(component))
+    return ValueError(
+        f"{given} {'is' if len(kwargs) == 1 else 'are'} refused by {prefix}={name}: "
+        f"{exc} Pass values {name} accepts (see its documentation), or leave "
+        f"{prefix}__* unset for its defaults. Nothing was changed."
+    )
+
+
+def check_components(net, overrides=None, *, iterators=False):
+    """Build the criterion and optimizer (and iterators) of ``net`` on scratch objects.
+
+    The routed values (``criterion__*``, ``optimizer__*``, ``lr``, and with
+    ``iterators`` also ``iterator_train__*`` / ``iterator_valid__*``) reach
+    torch only when a fit builds them, after the module: a bad one would fail
+    there. Building throwaway copies first refuses it before anything is
+    changed. ``overrides`` are values about to be set (``set_params``).
+
+    Raises
+    ------
+    ValueError
+        Naming the routed values, the component that refused them and torch's
+        reason.
+    """
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from ._batching import TensorBatches
+
+    overrides = overrides or {}
+    kwargs = _routed(net, "criterion", overrides)
+    try:
+        criterion = net.criterion(**kwargs)
+        if getattr(net.criterion, "__module__", "").startswith("torch.nn"):
+            # torch's losses check ``reduction`` only when called
+            criterion(torch.zeros(2, 1), torch.zeros(2, 1))
+    except (TypeError, ValueError, RuntimeError) as exc:
+        if kwargs:
+            raise _refused(net, "criterion", kwargs, net.criterion, exc) from None
+    kwargs = _routed(net, "optimizer", overrides)
+    kwargs.pop("param_groups", None)  # skorch's, not the optimizer's
+    try:
+        net.optimizer([torch.zeros(1, requires_grad=True)],
+                      **{"lr": overrides.get("lr", net.lr), **kwargs})
+    except (TypeError, ValueError, RuntimeError) as exc:
+        if not kwargs:
+            raise ValueError(
+                f"lr={overrides.get('lr', net.lr)!r} is refused by optimizer="
+                f"{getattr(net.optimizer, '__name__', net.optimizer)}: {exc} Pass a "
+                "learning rate it accepts, e.g. lr=0.01. Nothing was changed."
+            ) from None
+        raise _refused(net, "optimizer", kwargs, net.optimizer, exc) from None
+    if not iterators:
+        return
+    scratch = TensorDataset(torch.zeros(2, 1), torch.zeros(2, 1))
+    for prefix in ("iterator_train", "iterator_valid"):
+        kwargs = _routed(net, prefix, overrides)
+        iterator = getattr(net, prefix)
+        try:
+            built = iterator(scratch, **{"batch_size": 1, **kwargs})
+            if isinstance(built, TensorBatches) and built.loader_kwargs:
+                DataLoader(scratch, **built.loader_kwargs)  # what it hands them to
+        except (TypeError, ValueError, RuntimeError) as exc:
+            if kwargs:
+                raise _refused(net, prefix, kwargs, iterator, exc) from None

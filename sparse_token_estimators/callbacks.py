@@ -1,8 +1,10 @@
-"""skorch callbacks: the paper's diagnostics into ``history_``, and a budget of steps."""
+"""skorch callbacks: the paper's diagnostics into ``history_``, a budget of steps,
+and the two training checks every estimator installs by default."""
 
 import math
 
-from skorch.callbacks import Callback
+import torch
+from skorch.callbacks import BatchScoring, Callback, EpochScoring
 
 from ._layout import check_int
 from .theory import identity_alignment
@@ -230,3 +232,157 @@ class StepBudget(Callback):
     def on_train_end(self, net, **kwargs):
         if self.key is not None:
             net.history.record(self.key, self.steps_)
+
+
+# -- the checks installed by default (the estimators' get_default_callbacks) ------
+
+
+class TrainingDivergedError(RuntimeError):
+    """Training made the loss or the weights NaN or infinite.
+
+    Raised by ``fit`` and ``partial_fit`` (from :class:`DivergenceCheck`); the
+    estimator is left unfitted and ``history_`` keeps the losses up to the
+    divergence.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sparse_token_estimators import SparseTokenFCN, make_sparse_selection
+    >>> X, y = make_sparse_selection(64, seq_len=5, token_dim=2, random_state=0)
+    >>> est = SparseTokenFCN(hidden_width=8, lr=1e30, optimizer=torch.optim.SGD,
+    ...                      batch_size=16, random_state=0)
+    >>> try:
+    ...     est.fit(X, y)
+    ... except TrainingDivergedError:
+    ...     print("diverged; fitted:", est.initialized_)
+    diverged; fitted: False
+    """
+
+
+class NoTrainingStepError(ValueError):
+    """An epoch of training ran without one optimisation step (raised by
+    :class:`EpochStepCheck`; ``fit`` adds what became of the estimator)."""
+
+
+class DivergenceCheck(Callback):
+    """Stop training with :class:`TrainingDivergedError` when it diverges.
+
+    After every training batch the loss must be finite, and at the end of
+    training the weights too (the last step can break them with no loss left
+    to show it). Installed by default in both estimators (as
+    ``"divergence_check"``); ``callbacks="disable"`` removes it with the rest.
+
+    Examples
+    --------
+    >>> from sparse_token_estimators import SparseTokenFCN
+    >>> type(dict(SparseTokenFCN().get_default_callbacks())["divergence_check"]).__name__
+    'DivergenceCheck'
+    """
+
+    def on_batch_end(self, net, batch=None, training=False, **kwargs):
+        if training and not math.isfinite(loss := net.history[-1, "batches", -1, "train_loss"]):
+            self._diverged(net, f"the training loss became {loss}")
+
+    def on_train_end(self, net, **kwargs):
+        if not all(torch.isfinite(p).all() for p in net.module_.parameters()):
+            self._diverged(net, "the weights became NaN or infinite")
+
+    @staticmethod
+    def _diverged(net, what):
+        optimizer = getattr(net.optimizer, "__name__", net.optimizer)
+        raise TrainingDivergedError(
+            f"Training diverged: {what} in epoch {len(net.history)} (lr={net.lr}, "
+            f"optimizer={optimizer}). Lower lr (e.g. lr={net.lr / 10:g}), or rescale "
+            "X and y if their values are very large, and fit again. The estimator "
+            "was reset to unfitted; history_ keeps the losses up to the divergence."
+        )
+
+
+class EpochStepCheck(Callback):
+    """Refuse an epoch that took no optimisation step, saying why.
+
+    An epoch without a batch (``drop_last`` with too few sequences, an empty
+    training split, an iterator used up) would otherwise return a model that
+    never trained. Raises :class:`NoTrainingStepError` at the end of such an
+    epoch, before its scores are computed. Installed by default in both
+    estimators (as ``"epoch_step_check"``).
+
+    Examples
+    --------
+    >>> from sparse_token_estimators import SparseTokenFCN
+    >>> type(dict(SparseTokenFCN().get_default_callbacks())["epoch_step_check"]).__name__
+    'EpochStepCheck'
+    """
+
+    def on_epoch_end(self, net, dataset_train=None, **kwargs):
+        if net.history[-1].get("train_batch_count", 1) == 0:
+            raise NoTrainingStepError(self._why(net, dataset_train))
+
+    @staticmethod
+    def _why(net, dataset):
+        head = (f"Epoch {len(net.history)} took no optimisation step: iterator_train "
+                "yielded no batch")
+        batch_size = net.batch_size
+        drop_last = net.get_params_for("iterator_train").get("drop_last", False)
+        try:
+            n = len(dataset)
+        except TypeError:
+            n = None
+        if n == 0:
+            return f"{head}, as the training data is empty (check train_split)."
+        if n is not None and drop_last and n < batch_size:
+            return (f"{head}: from {n} training sequences in batches of "
+                    f"batch_size={batch_size} with drop_last=True, the only batch is "
+                    f"incomplete and dropped. Lower batch_size to at most {n}, or set "
+                    "iterator_train__drop_last=False.")
+        return (f"{head} (from {n} training sequences). Check iterator_train: it must "
+                "yield batches in every epoch (a generator used up in one epoch "
+                "yields nothing in the next).")
+
+
+class ValidationSplitCheck(Callback):
+    """Refuse, before the first epoch, callbacks that need a validation split there is none of.
+
+    The estimators default to ``train_split=None`` (scikit-learn's searches do
+    the splitting), so no ``valid_loss`` is recorded. skorch's
+    ``EarlyStopping()`` (monitor "valid_loss"), ``Checkpoint()`` (monitor
+    "valid_loss_best"), any callback whose ``monitor`` is a "valid..." score,
+    and ``EpochScoring`` / ``BatchScoring`` with ``on_train=False`` would fail
+    or record nothing after the first epoch; this check names the two ways
+    out instead. Installed by default in both estimators (as
+    ``"validation_split_check"``).
+
+    Examples
+    --------
+    >>> from skorch.callbacks import EarlyStopping
+    >>> from sparse_token_estimators import SparseTokenFCN, make_sparse_selection
+    >>> X, y = make_sparse_selection(64, seq_len=5, token_dim=2, random_state=0)
+    >>> try:
+    ...     SparseTokenFCN(callbacks=[EarlyStopping()]).fit(X, y)
+    ... except ValueError as exc:
+    ...     print(str(exc)[:60])
+    Callback 'EarlyStopping' monitors 'valid_loss', a validation
+    """
+
+    def on_train_begin(self, net, **kwargs):
+        if net.train_split is not None:
+            return
+        for name, cb in net.callbacks_:
+            monitor = getattr(cb, "monitor", None)
+            scores_valid = isinstance(cb, (EpochScoring, BatchScoring)) and not cb.on_train
+            if scores_valid:
+                raise ValueError(
+                    f"Callback {name!r} scores on the validation data (on_train=False), "
+                    "but train_split=None holds out none, so it would record nothing. "
+                    "Pass train_split=skorch.dataset.ValidSplit(5) (holds out 20%), or "
+                    f"score the training data with {type(cb).__name__}(..., on_train=True)."
+                )
+            if isinstance(monitor, str) and monitor.startswith("valid"):
+                train = "train_loss_best" if monitor.endswith("_best") else "train_loss"
+                raise ValueError(
+                    f"Callback {name!r} monitors {monitor!r}, a validation score, but "
+                    "train_split=None holds out no validation data, so there would be "
+                    f"no {monitor!r} after the first epoch. Pass "
+                    "train_split=skorch.dataset.ValidSplit(5) (holds out 20%), or "
+                    f"monitor={train!r} to monitor the training loss."
+                )

@@ -23,6 +23,11 @@ def _check_random_state(random_state):
             "random_state must be None, an int, a numpy RandomState or a numpy "
             f"Generator; got {random_state!r}."
         )
+    if isinstance(random_state, (numbers.Integral, np.integer)) and random_state < 0:
+        raise ValueError(
+            f"random_state must be a non-negative int (a seed); got {random_state}. "
+            f"Use a seed >= 0, e.g. random_state={abs(int(random_state))}."
+        )
     return random_state
 
 
@@ -114,6 +119,12 @@ def make_sparse_selection(
     """
     n_samples, seq_len, token_dim, n_selected = _check_task(
         n_samples, seq_len, token_dim, n_selected)
+    if not isinstance(return_support, (bool, np.bool_)):
+        raise TypeError(
+            f"return_support must be True or False; got {return_support!r} of type "
+            f"{type(return_support).__name__}. With True, the positions of the "
+            "selected tokens are returned as a third array."
+        )
     rng = _as_generator(random_state)
 
     X = np.empty((n_samples, seq_len, token_dim + 1), dtype=np.float32)
@@ -248,6 +259,19 @@ class SparseSelectionStream(IterableDataset):
 
     def __len__(self):
         return self.n_samples
+
+    def __getitem__(self, index):
+        # scikit-learn's searches and splitters index their data by sample;
+        # torch's Dataset would answer with a bare NotImplementedError.
+        raise TypeError(
+            f"{type(self).__name__} cannot be indexed or split (got index {index!r}): it "
+            "draws fresh samples every epoch, so there is no sample i. GridSearchCV, "
+            "cross_validate and train_test_split need arrays: search on the population "
+            "with sparse_token_estimators.model_selection.search_on_stream(estimator, "
+            "param_grid, stream, X_val, y_val), which scores every candidate on a fixed "
+            "validation set from make_sparse_selection, or pass the arrays of "
+            "make_sparse_selection to the scikit-learn search."
+        )
 
     def __repr__(self):
         return (f"{type(self).__name__}(seq_len={self.seq_len}, token_dim={self.token_dim}, "

@@ -10,6 +10,9 @@ from torch import nn
 from ._layout import split_tokens
 from .positional import ENCODINGS
 
+#: sequences per matrix product when the batch shares its positional draws
+_BLOCK = 64
+
 
 def _names(options):
     return ", ".join(repr(name) for name in options)
@@ -54,8 +57,10 @@ class SparseTokenAttention(nn.Module):
     eval_seed : int
         Seed of the positional draws in eval mode: they are shared by all
         sequences of the same length, so a prediction depends on its own
-        sequence only. Kept as an int64 buffer, so it is part of the
-        ``state_dict``: loaded weights predict as the saved module did.
+        sequence only: on the CPU bit for bit, whatever the batch it is in
+        (the products run on blocks of a fixed size; tested). Kept as an
+        int64 buffer, so it is part of the ``state_dict``: loaded weights
+        predict as the saved module did.
 
     Examples
     --------
@@ -83,7 +88,6 @@ class SparseTokenAttention(nn.Module):
         self.n_pe_draws = n_pe_draws
         self.register_buffer("eval_seed", torch.tensor(eval_seed, dtype=torch.int64))
         self.W = nn.Parameter(torch.zeros(pe_dim, pe_dim))
-        self._eval_noise = None  # (key, noise) of the last eval-mode draw
         self.value = None
         if output_map:
             self.value = nn.Linear(token_dim, token_dim, bias=False)
@@ -106,8 +110,11 @@ class SparseTokenAttention(nn.Module):
             None for a deterministic encoding. In training, n_pe_draws fresh
             draws for every sequence. In eval mode, n_pe_draws draws seeded
             from ``eval_seed`` and shared by the batch (stacked on a first
-            axis of size n_pe_draws); kept for the next batch of the same
-            length, so predicting draws and copies them once.
+            axis of size n_pe_draws). They are drawn afresh on every call and
+            kept nowhere: the module holds no state between predictions, so
+            concurrent calls from several threads are safe and a pickled
+            model carries only its weights (what a draw costs next to the
+            forward pass: ``benchmarks/bench_predict_memory.py``).
         """
         if not self.positions.random:
             return None
@@ -118,13 +125,10 @@ class SparseTokenAttention(nn.Module):
         # Drawn on the CPU from a fixed seed: a prediction depends on its own
         # sequence only, and CPU and GPU agree.
         seed = int(self.eval_seed)
-        key = (seq_len, torch.device(X.device), seed, self.n_pe_draws)
-        if self._eval_noise is None or self._eval_noise[0] != key:
-            draws = [self.positions.draw((1, 1, seq_len),
-                                         generator=torch.Generator().manual_seed(seed + k))
-                     for k in range(self.n_pe_draws)]
-            self._eval_noise = (key, torch.stack(draws).to(X.device))  # (K, ...)
-        return self._eval_noise[1]
+        draws = [self.positions.draw((1, 1, seq_len),
+                                     generator=torch.Generator().manual_seed(seed + k))
+                 for k in range(self.n_pe_draws)]
+        return torch.stack(draws).to(X.device)  # (K, ...)
 
     def _positional_vectors(self, batch_size, seq_len, noise):
         if noise is None:  # a deterministic encoding: one set for every sequence
@@ -136,10 +140,31 @@ class SparseTokenAttention(nn.Module):
 
     def _attend(self, P, indicator):
         # P: (K or 1, B or 1, T, d_p) positional draws; indicator: (B, T)
+        if P.shape[1] == 1 and not self.training:
+            return self._attend_shared(P[:, 0], indicator)
         z = torch.matmul(indicator.unsqueeze(1), P)  # (K, B, 1, d_p): z = sum_{i in S} p_i
         Wz = z @ self.W.T  # (K, B, 1, d_p); W z first: never a (T, d_p, d_p) product
         scores = (P @ Wz.transpose(-1, -2)).squeeze(-1)  # (K, B, T): p_i^T W z
         return torch.softmax(scores, dim=-1).mean(0)  # (B, T)
+
+    def _attend_shared(self, P, indicator):
+        # The same K draws for the whole batch (eval mode): matrix products
+        # over blocks of _BLOCK sequences instead of broadcasting P to
+        # (K, B, T, d_p), so memory is O(K T (d_p + _BLOCK)), not O(K B T d_p).
+        # Every product has the same shape whatever the batch (the last
+        # block is padded with empty rows): matrix kernels round differently
+        # at different shapes, and a prediction must not depend on its batch.
+        n_draws, seq_len, pe_dim = P.shape  # P: (K, T, d_p)
+        flat = P.transpose(0, 1).reshape(seq_len, n_draws * pe_dim)  # (T, K d_p)
+        batch_size = indicator.shape[0]
+        padded = nn.functional.pad(indicator, (0, 0, 0, -batch_size % _BLOCK))
+        rows = []
+        for block in padded.split(_BLOCK):  # (C, T), C = _BLOCK
+            z = (block @ flat).view(_BLOCK, n_draws, pe_dim)  # (C, K, d_p): sum_{i in S} p_i
+            Wz = z @ self.W.T  # (C, K, d_p); W z first: never a (T, d_p, d_p) product
+            scores = P @ Wz.permute(1, 2, 0)  # (K, T, d_p) @ (K, d_p, C) -> (K, T, C)
+            rows.append(torch.softmax(scores, dim=1).mean(0).T)  # (C, T)
+        return torch.cat(rows)[:batch_size]  # (B, T)
 
     def attention(self, X, noise=None, generator=None):
         """Attention weights of shape (B, T); each row sums to 1.

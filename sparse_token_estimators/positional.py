@@ -356,19 +356,11 @@ class RandomizedPositionalEncoding(_PositionalEncoding):
     learned, relative, RoPE, ALiBi); the order of the positions carries no
     information in this model, which sums over them.
 
-    At evaluation, Ruoss et al. keep drawing random positions: in their
-    code (google-deepmind/randomized_positional_encodings,
-    ``models/transformer.py``, ``TransformerEmbedder.add_positional_encodings``
-    calls ``models/positional_encodings.py``'s
-    ``noisy_fixed_positional_encodings`` with no training / evaluation switch,
-    and ``experiments/range_evaluation.py`` passes a fresh random key to
-    every evaluation batch) one sorted subset is drawn per batch, at training
-    and at evaluation alike. This encoding does the same, within the
-    package's convention for prediction: in eval mode the module draws
-    ``n_pe_draws`` subsets from its ``eval_seed``, shares them across the
-    batch and averages the attention over them. (In training Ruoss et al.
-    also share one subset per batch; here each sequence draws its own, as
-    the stochastic encoding does.)
+    In eval mode the module draws ``n_pe_draws`` subsets from its
+    ``eval_seed``, shares them across the batch and averages the attention
+    over them; in training every sequence draws its own. How this follows
+    Ruoss et al.'s code, and where it departs from it, is in the user guide
+    (Positional encodings).
 
     Parameters
     ----------

@@ -1,9 +1,14 @@
 """Bridge to scikit-learn's 2-D estimators."""
 
+import numpy as np
+import torch
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ._layout import check_tokens
+
+#: tensor dtypes whose numpy view ``check_tokens`` may hand back unchanged
+_VIEWED = (torch.float32,)
 
 
 class FlattenTokens(TransformerMixin, BaseEstimator):
@@ -26,13 +31,41 @@ class FlattenTokens(TransformerMixin, BaseEstimator):
     """
 
     def fit(self, X, y=None):
+        """Learn ``seq_len`` and ``token_dim`` from ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, seq_len, token_dim + 1)
+            Tokens with the selection indicator as the last channel.
+        y : None
+            Ignored; present for the pipeline API.
+
+        Returns
+        -------
+        self : FlattenTokens
+        """
         X = check_tokens(X)
         self.n_features_in_ = X.shape[-1]
         self.seq_len_ = X.shape[1]
         return self
 
     def transform(self, X):
+        """Flatten ``X`` to one row per sequence, tokens and indicator together.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, seq_len, token_dim + 1)
+            Sequences of the ``seq_len`` and ``token_dim`` seen in ``fit``.
+
+        Returns
+        -------
+        X_flat : ndarray of shape (n_samples, seq_len * (token_dim + 1)), float32
+            Row i holds the channels of position 0, then of position 1, ...
+            of sequence i (see ``get_feature_names_out``). A new array: writing
+            into it leaves ``X`` unchanged.
+        """
         check_is_fitted(self)
+        given = X
         X = check_tokens(X, token_dim=self.n_features_in_ - 1)
         if X.shape[1] != self.seq_len_:
             raise ValueError(
@@ -42,9 +75,25 @@ class FlattenTokens(TransformerMixin, BaseEstimator):
                 "sequences of this length, or use SparseTokenTransformer, which "
                 "takes any length."
             )
-        return X.reshape(X.shape[0], -1)
+        flat = X.reshape(X.shape[0], -1)  # (n, T, d + 1) -> (n, T (d + 1))
+        if hasattr(given, "detach"):  # a CPU tensor's numpy view shares its memory
+            given = given.detach().cpu().numpy() if given.dtype in _VIEWED else None
+        if isinstance(given, np.ndarray) and np.may_share_memory(flat, given):
+            flat = flat.copy()
+        return flat
 
     def get_feature_names_out(self, input_features=None):
+        """Names of the flattened columns: ``t{position}_x{channel}`` and ``t{position}_selected``.
+
+        Parameters
+        ----------
+        input_features : None
+            Ignored; present for scikit-learn's API.
+
+        Returns
+        -------
+        names : list of str of length seq_len * (token_dim + 1)
+        """
         check_is_fitted(self)
         channels = [f"x{j}" for j in range(self.n_features_in_ - 1)] + ["selected"]
         return [f"t{t}_{c}" for t in range(self.seq_len_) for c in channels]

@@ -25,6 +25,8 @@ from sparse_token_estimators import (
 N, T, D = 12, 5, 2
 X_OK, Y_OK = make_sparse_selection(N, T, D, n_selected=2, random_state=0)
 LAYOUT = re.escape("(n_samples, seq_len, token_dim + 1)")
+#: a position of X_OK whose indicator is 0.0
+UNSELECTED = (0, int(np.flatnonzero(X_OK[0, :, -1] == 0)[0]), -1)
 
 
 class Spy(Callback):
@@ -81,6 +83,9 @@ BAD = {
                   rf"X must be a numeric array of shape {LAYOUT}.*numeric", X_ALL),
     "X-object-with-string": (with_x(set_at("a", dtype=object)),
                              rf"X must be a numeric array of shape {LAYOUT}", X_ALL),
+    "X-object-with-numeric-string": (with_x(set_at("1.5", dtype=object)),
+                                     rf"X must be a numeric array of shape {LAYOUT}.*'1.5' "
+                                     r"of type str.*Convert it to numbers", X_ALL),
     "X-object-with-None": (with_x(set_at(None, dtype=object)),
                            r"X contains NaN.*drop or repair", X_ALL),
     "X-object-with-dict": (with_x(set_at({}, dtype=object)),
@@ -92,6 +97,15 @@ BAD = {
                       rf"X must be a numeric array of shape {LAYOUT}", X_ALL),
     "X-indicator-half": (with_x(set_at(0.5, (0, 0, -1))),
                          r"indicator.*only 0.0 and 1.0.*Append the indicator", X_ALL),
+    "X-indicator-float64-above-one": (with_x(set_at(1 + 1e-9, (0, 0, -1), dtype=np.float64)),
+                                      r"indicator.*only 0.0 and 1.0; found \[1.000000001\]",
+                                      X_ALL),
+    "X-indicator-float64-tiny": (with_x(set_at(1e-50, UNSELECTED, dtype=np.float64)),
+                                 r"indicator.*only 0.0 and 1.0; found \[1e-50\]", X_ALL),
+    "X-flattened-2d": (lambda: (X_OK.reshape(N, -1), Y_OK),
+                       r"got an array of shape \(12, 15\)\. A flattened array of shape "
+                       r"\(n_samples, seq_len \* \(token_dim \+ 1\)\).*needs X\.reshape\(",
+                       X_ALL),
     "X-indicator-two": (with_x(set_at(2.0, (0, 0, -1))),
                         r"indicator.*only 0.0 and 1.0.*Append the indicator", X_ALL),
     "X-indicator-negative": (with_x(set_at(-1.0, (0, 0, -1))),
@@ -451,7 +465,7 @@ def test_a_fit_that_takes_no_step_is_an_error_not_a_model(est_name, case):
         assert not est.initialized_ and not hasattr(est, "module_")
         with pytest.raises(NotFittedError):
             est.predict(X_OK)
-        assert len(est.history_) == 0  # the empty epoch is not recorded
+        assert est.history_ is None  # as before the call: the empty epoch is not recorded
 
 
 @pytest.mark.parametrize("est_name", list(MAKERS))
@@ -500,6 +514,12 @@ GENERATOR = [
      "n_selected must be between 1 and seq_len=5; got 6. Select fewer tokens or use longer"),
     (dict(random_state="seed"), TypeError, "random_state must be None, an int, a numpy"),
     (dict(random_state=1.5), TypeError, "random_state must be None, an int, a numpy"),
+    (dict(random_state=-1), ValueError,
+     "random_state must be a non-negative int (a seed); got -1. Use a seed >= 0"),
+    (dict(random_state=np.int64(-3)), ValueError, "random_state must be a non-negative int"),
+    (dict(return_support="no"), TypeError,
+     "return_support must be True or False; got 'no' of type str"),
+    (dict(return_support=1), TypeError, "return_support must be True or False; got 1"),
 ]
 
 
@@ -526,4 +546,48 @@ def test_large_finite_values_are_accepted_even_if_their_sum_overflows():
     X[3, 1, 0] = np.nan
     with pytest.raises(ValueError,
                        match=r"X contains NaN or infinity in 1 sample\(s\) \(e.g. sample 3"):
+        check_tokens(X)
+
+
+def test_stream_refuses_a_negative_seed_at_construction():
+    from sparse_token_estimators import SparseSelectionStream
+
+    with pytest.raises(ValueError, match=re.escape(
+            "random_state must be a non-negative int (a seed); got -1")):
+        SparseSelectionStream(T, D, 2, n_samples=N, random_state=-1)
+
+
+def test_flattened_input_gets_the_exact_reshape_once_token_dim_is_known(fitted):
+    flat = X_OK.reshape(N, -1)
+    with pytest.raises(ValueError, match=re.escape("needs X.reshape(12, 5, 3) (see the data "
+                                                   "layout page")):
+        fitted["stochastic"].predict(flat)
+    np.testing.assert_array_equal(fitted["stochastic"].predict(flat.reshape(12, 5, 3)),
+                                  fitted["stochastic"].predict(X_OK))
+
+
+def test_a_flattened_dataframe_is_told_to_reshape_its_values(fitted):
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(X_OK.reshape(N, -1))
+    with pytest.raises(ValueError, match=r"A flattened pandas DataFrame of shape .*needs "
+                                         r"X\.to_numpy\(\)\.reshape\(12, 5, 3\)") as info:
+        fitted["stochastic"].predict(frame)
+    assert "np.newaxis" not in str(info.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_tensors_of_float_types_numpy_lacks_are_widened_exactly(dtype, fitted):
+    # every bfloat16 (and float16) value is a float32: the cast loses nothing
+    X = torch.as_tensor(X_OK).to(dtype)
+    est = fitted["stochastic"]
+    np.testing.assert_array_equal(est.predict(X), est.predict(X.float()))
+
+
+def test_values_beyond_float32_are_refused_with_the_limit_named():
+    from sparse_token_estimators._layout import check_tokens
+
+    X = X_OK.astype(np.float64)
+    X[1, 0, 0] = -1e39
+    with pytest.raises(ValueError, match=r"sample 1; values beyond the float32 range, about "
+                                         r"3.4e38, count as infinite"):
         check_tokens(X)

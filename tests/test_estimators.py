@@ -1,16 +1,16 @@
 import copy
-import pickle
 
 import numpy as np
 import pytest
 import torch
+from numpy.testing import assert_array_equal
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import Ridge
 from sklearn.metrics import r2_score
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
-from skorch.callbacks import Callback, EarlyStopping
+from skorch.callbacks import Callback, Checkpoint, EarlyStopping, EpochScoring
 from skorch.dataset import ValidSplit
 
 from sparse_token_estimators import (
@@ -60,7 +60,10 @@ def test_user_example_at_reduced_size(task, test_task, tiny_task):
     X, y = tiny_task
     fcn_search = GridSearchCV(SparseTokenFCN(max_epochs=1), {"hidden_width": [16, 64]},
                               cv=3).fit(X, y)
-    assert fcn_search.best_params_["hidden_width"] in (16, 64)
+    assert [p["hidden_width"] for p in fcn_search.cv_results_["params"]] == [16, 64]
+    best = fcn_search.best_estimator_  # refit with the best width, found by name
+    assert best.module_.state_dict()["net.1.weight"].shape[0] == \
+        fcn_search.best_params_["hidden_width"]
     pe_search = GridSearchCV(SparseTokenTransformer(max_epochs=1), {"pe_dim": [8, 32]},
                              cv=2, n_jobs=2).fit(X, y)
     assert pe_search.best_estimator_.module_.W.shape[0] == pe_search.best_params_["pe_dim"]
@@ -296,33 +299,10 @@ def test_averaging_positional_draws_lowers_the_error(fitted_transformer, test_ta
 # -- skorch features --------------------------------------------------------------
 
 
-def test_warm_start_continues_training(tiny_task):
-    est = SparseTokenTransformer(pe_dim=16, max_epochs=3, warm_start=True, random_state=0)
-    est.fit(*tiny_task)
-    W = est.module_.W.detach().clone()
-    first = est.history[:, "train_loss"]
-    est.fit(*tiny_task)
-    assert len(est.history) == 6
-    assert est.history[3, "train_loss"] < first[0]  # did not start again from W = 0
-    assert not torch.equal(est.module_.W, W)
-    est.set_params(warm_start=False).fit(*tiny_task)
-    assert len(est.history) == 3
-
-
-def test_partial_fit_continues_training(make_estimator, tiny_task):
-    est = make_estimator(max_epochs=1, random_state=0)
-    est.partial_fit(*tiny_task)
-    est.partial_fit(*tiny_task)
-    assert len(est.history) == 2
-    assert est.n_features_in_ == 5 and est.seq_len_ == 10
-    with pytest.raises(ValueError, match="token_dim"):
-        est.partial_fit(*make_sparse_selection(20, 10, 3, 2, random_state=0))
-
-
 @pytest.mark.parametrize("method", ["fit", "partial_fit"])
 def test_training_data_is_checked_once_per_call(method, make_estimator, tiny_task, monkeypatch):
     # skorch's fit calls partial_fit; the checks (a pass over all of X) run once.
-    import sparse_token_estimators.estimators as estimators
+    import sparse_token_estimators._checks as estimators
 
     calls = []
 
@@ -425,18 +405,6 @@ def test_unknown_device_raises(tiny_task):
         SparseTokenFCN(hidden_width=8, max_epochs=1, device="gpu").fit(*tiny_task)
 
 
-def test_pickle_round_trip(make_estimator, tiny_task):
-    X, y = tiny_task
-    est = make_estimator(max_epochs=1, random_state=0).fit(X, y)
-    restored = pickle.loads(pickle.dumps(est))
-    np.testing.assert_array_equal(restored.predict(X), est.predict(X))
-    assert restored.get_params()["device"] == "auto"
-    # the training generator travels too: both continue identically
-    est.partial_fit(X, y)
-    restored.partial_fit(X, y)
-    np.testing.assert_array_equal(restored.predict(X), est.predict(X))
-
-
 def test_regressors_have_no_predict_proba(fitted):
     assert not hasattr(fitted, "predict_proba")
 
@@ -449,24 +417,6 @@ def test_initialize_without_data_explains(make_estimator):
                                          rf"call fit\(X, y\)"):
         est.initialize()
     assert not est.initialized_ and not hasattr(est, "module_")
-
-
-@pytest.mark.parametrize("params, match", [
-    (dict(pe_dim=0), "pe_dim"), (dict(pe_dim=2.5), "pe_dim"), (dict(n_pe_draws=0), "n_pe_draws"),
-    (dict(max_seq_len=0), "max_seq_len"),
-    (dict(positional_encoding="rope"), "positional_encoding.*'stochastic'"),
-])
-def test_bad_transformer_parameters_raise_at_fit(params, match, tiny_task):
-    with pytest.raises((ValueError, TypeError), match=match):
-        SparseTokenTransformer(max_epochs=1, **params).fit(*tiny_task)
-
-
-@pytest.mark.parametrize("params, match", [
-    (dict(hidden_width=0), "hidden_width"), (dict(n_hidden_layers=0), "n_hidden_layers"),
-])
-def test_bad_fcn_parameters_raise_at_fit(params, match, tiny_task):
-    with pytest.raises(ValueError, match=match):
-        SparseTokenFCN(max_epochs=1, **params).fit(*tiny_task)
 
 
 # -- input checking (part 5) ------------------------------------------------------
@@ -596,3 +546,159 @@ def test_one_dimensional_target_gets_a_reshape_hint():
     X, y = make_sparse_selection(20, 10, 1, 2, random_state=0)
     with pytest.raises(ValueError, match=r"y.reshape\(-1, 1\)"):
         SparseTokenFCN(max_epochs=1).fit(X, y.ravel())
+
+
+# -- one fitted model, many callers (issue 20) ------------------------------------
+
+
+def test_predict_from_four_threads_is_the_sequential_prediction(fitted_transformer, test_task):
+    # device "auto": predict used to resolve it by writing to the estimator,
+    # so concurrent calls saw "cpu" in get_params and each other's state.
+    from concurrent.futures import ThreadPoolExecutor
+
+    est = copy.deepcopy(fitted_transformer)
+    assert est.get_params()["device"] == "auto"
+    X = test_task[0][:64]
+    expected = est.predict(X)
+    params, attributes = est.get_params(deep=False), dict(vars(est))
+
+    def calls(_):
+        return [est.predict(X) for _ in range(50)]
+
+    with ThreadPoolExecutor(4) as pool:
+        results = [y for batch in pool.map(calls, range(4)) for y in batch]
+    assert len(results) == 200
+    for y in results:
+        assert_array_equal(y, expected)
+    assert est.get_params(deep=False) == params and est.device == "auto"
+    assert not est.module_.training  # not even the module's mode was flipped
+    assert vars(est).keys() == attributes.keys()
+    assert all(vars(est)[key] is value for key, value in attributes.items())
+
+
+def test_epoch_scoring_with_a_scikit_learn_scorer_during_fit(tiny_task):
+    # skorch hands the validation Dataset to predict (issue 20, point 3).
+    from skorch.callbacks import EpochScoring
+
+    X, y = tiny_task
+    est = SparseTokenFCN(hidden_width=16, max_epochs=2, random_state=0,
+                         train_split=ValidSplit(5),
+                         callbacks=[EpochScoring("r2", lower_is_better=False)]).fit(X, y)
+    scores = est.history_[:, "r2"]
+    assert len(scores) == 2 and np.isfinite(scores).all()
+    # the last one is the R^2 of the fitted model on the held-out fifth
+    held_out = slice(0, len(X) // 5)  # ValidSplit(5) of a regressor: the first fold
+    assert scores[-1] == pytest.approx(est.score(X[held_out], y[held_out]), abs=1e-6)
+
+
+VALIDATION_CALLBACKS = {
+    "EarlyStopping": (lambda path: EarlyStopping(), "'valid_loss'", "monitor='train_loss'"),
+    "Checkpoint": (lambda path: Checkpoint(dirname=path), "'valid_loss_best'",
+                   "monitor='train_loss_best'"),
+    "EpochScoring": (lambda path: EpochScoring("r2"), "on_train=False", "on_train=True"),
+}
+
+
+@pytest.mark.parametrize("name", list(VALIDATION_CALLBACKS))
+def test_callbacks_that_need_a_validation_split_say_so_before_training(name, tiny_task,
+                                                                       tmp_path):
+    X, y = tiny_task
+    make, what, fix = VALIDATION_CALLBACKS[name]
+    est = SparseTokenFCN(hidden_width=16, max_epochs=2, random_state=0,
+                         callbacks=[make(tmp_path / "cp")])
+    with pytest.raises(ValueError) as info:
+        est.fit(X, y)
+    message = str(info.value)
+    assert what in message and fix in message
+    assert "train_split=skorch.dataset.ValidSplit(5)" in message
+    assert est.history_ is None and not est.initialized_  # before the first epoch
+    assert not (tmp_path / "cp" / "params.pt").exists()
+    # both ways out work
+    est.set_params(train_split=ValidSplit(5)).fit(X, y)
+    assert len(est.history_) == 2 and "valid_loss" in est.history_[-1]
+    if name == "Checkpoint":
+        assert (tmp_path / "cp" / "params.pt").exists()
+    if name != "EpochScoring":
+        cb = make(tmp_path / "cp2")
+        cb.set_params(monitor=fix.split("=")[1].strip("'"))
+        est = SparseTokenFCN(hidden_width=16, max_epochs=2, random_state=0,
+                             callbacks=[cb]).fit(X, y)
+        assert len(est.history_) == 2
+
+
+# -- clear errors (issue 20, point 6) ---------------------------------------------
+
+
+def test_predict_attention_with_batch_size_minus_one_is_one_batch(fitted_transformer,
+                                                                  test_task):
+    est = copy.deepcopy(fitted_transformer)
+    X = test_task[0][:50]
+    expected = est.predict_attention(X)
+    attention = est.set_params(batch_size=-1).predict_attention(X)
+    assert attention.shape == expected.shape
+    np.testing.assert_allclose(attention, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_float64_default_dtype_is_refused_with_the_fix(tiny_task):
+    X, y = tiny_task
+    est = SparseTokenFCN(hidden_width=16, max_epochs=1, random_state=0)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with pytest.raises(TypeError, match=r"torch's default dtype is torch\.float64.*"
+                                            r"torch\.set_default_dtype\(torch\.float32\)"):
+            est.fit(X, y)
+    finally:
+        torch.set_default_dtype(default)
+    assert not est.initialized_
+    assert np.isfinite(est.fit(X, y).predict(X)).all()
+
+
+def test_score_on_overflowing_outputs_says_why(fitted_fcn, test_task):
+    X, y = test_task
+    X = X.copy()
+    X[..., :-1] = np.float32(3.3e38)  # finite float32 tokens, infinite outputs
+    with pytest.raises(ValueError, match=r"returned \d+ non-finite value\(s\).*overflow "
+                                         r"float32.*Scale X as the training data"):
+        fitted_fcn.score(X, y)
+
+
+# -- subclassing the base class ---------------------------------------------------
+
+
+class _SelectedMean(torch.nn.Module):
+    """The mean of the selected tokens through a linear map: the least a module needs."""
+
+    def __init__(self, token_dim, bias=True):
+        super().__init__()
+        self.map = torch.nn.Linear(token_dim, token_dim, bias=bias)
+
+    def forward(self, X):  # X: (B, T, d + 1)
+        tokens, indicator = X[..., :-1], X[..., -1:]  # (B, T, d), (B, T, 1)
+        return self.map((indicator * tokens).sum(1) / indicator.sum(1))  # (B, d)
+
+
+def test_a_subclass_declares_only_its_module_parameters_sizes_and_lengths(tiny_task):
+    from sparse_token_estimators import _params
+    from sparse_token_estimators._base import _SparseTokenRegressor
+
+    class SelectedMean(_SparseTokenRegressor):
+        _parameter_constraints = {**_params.SKORCH, **_params.COMMON, "bias": ["boolean"]}
+        _module_params = ("bias",)
+
+        def __init__(self, module=_SelectedMean, *, token_dim=None, bias=True,
+                     random_state=None, max_epochs=3, **kwargs):
+            super().__init__(module, token_dim=token_dim, random_state=random_state,
+                             max_epochs=max_epochs, **kwargs)
+            self.bias = bias
+
+        def _module_kwargs(self):
+            return {**super()._module_kwargs(), "token_dim": self.token_dim_}
+
+    X, y = tiny_task
+    est = SelectedMean(random_state=0, max_epochs=60, lr=0.05, batch_size=50).fit(X, y)
+    assert est.score(X, y) > 0.9 and est.predict(X).shape == y.shape  # it learns
+    assert_array_equal(clone(est).fit(X, y).predict(X), est.predict(X))  # seeded
+    assert SelectedMean(token_dim=4).initialize().module_.map.in_features == 4
+    with pytest.raises(ValueError, match="The 'bias' parameter of SelectedMean"):
+        SelectedMean(bias="yes").fit(X, y)

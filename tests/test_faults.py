@@ -1,5 +1,6 @@
 """Training faults: divergence, interruption, pickling, continued training."""
 
+import copy
 import pickle
 import warnings
 
@@ -14,7 +15,10 @@ from sklearn.model_selection import GridSearchCV
 from skorch.callbacks import Callback
 
 from sparse_token_estimators import (
+    SparseSelectionStream,
+    SparseTokenEncoder,
     SparseTokenFCN,
+    SparseTokenRNN,
     SparseTokenTransformer,
     TrainingDivergedError,
     make_sparse_selection,
@@ -27,6 +31,14 @@ MAKERS = {
            "random_state": 0, **kw}),
     "fcn": lambda **kw: SparseTokenFCN(
         **{"hidden_width": 16, "max_epochs": 2, "batch_size": 16, "random_state": 0, **kw}),
+    # the architectures beyond the paper's two (issue 23); the stochastic
+    # encoding so that the training draws' generator is part of the state
+    "encoder": lambda **kw: SparseTokenEncoder(
+        **{"d_model": 8, "positional_encoding": "stochastic", "max_epochs": 2,
+           "batch_size": 16, "random_state": 0, **kw}),
+    "rnn": lambda **kw: SparseTokenRNN(
+        **{"cell": "lstm", "hidden_size": 8, "max_epochs": 2, "batch_size": 16,
+           "random_state": 0, **kw}),
 }
 
 
@@ -163,11 +175,15 @@ def test_interrupt_mid_epoch_leaves_a_usable_estimator(name):
 # -- pickling (the CPU half; tests/test_gpu.py has the GPU half) ----------------
 
 
-@pytest.mark.parametrize("name", list(MAKERS))
+PICKLED = {**MAKERS, "fixed": lambda: MAKERS["transformer"](positional_encoding="fixed",
+                                                             max_seq_len=8)}
+
+
+@pytest.mark.parametrize("name", list(PICKLED))
 @pytest.mark.parametrize("dump, load", [(pickle.dumps, pickle.loads),
                                         (None, None)], ids=["pickle", "joblib"])
 def test_fitted_model_round_trips_with_identical_predictions(name, dump, load, tmp_path):
-    est = MAKERS[name]().fit(X, Y)
+    est = PICKLED[name]().fit(X, Y)
     if dump is None:
         joblib.dump(est, tmp_path / "model.joblib")
         loaded = joblib.load(tmp_path / "model.joblib")
@@ -234,3 +250,144 @@ def test_transformer_continues_on_longer_sequences():
     est.partial_fit(X_long, y_long)
     assert len(est.history_) == 4 and est.seq_len_ == 5
     assert np.isfinite(est.predict(X_long)).all()
+
+
+# -- a failing call changes nothing (issue 19, point 1) -------------------------
+
+
+def state(est):
+    """What a failed call must leave as it was: weights, optimizer state,
+    history, fitted state, predictions."""
+    fitted = "module_" in vars(est)
+    return {
+        "initialized": est.initialized_,
+        "weights": weights(est) if fitted else None,
+        "optimizer": copy.deepcopy(est.optimizer_.state_dict()) if fitted else None,
+        "history": copy.deepcopy(list(est.history_ or [])),
+        "params": est.get_params(deep=False),
+        "predictions": est.predict(X) if fitted else None,
+        "rng": est.torch_rng_.get_state() if fitted else None,
+    }
+
+
+def assert_same_state(before, after):
+    assert before["initialized"] == after["initialized"]
+    assert before["history"] == after["history"]
+    assert before["params"].keys() == after["params"].keys()
+    for key, value in before["params"].items():
+        assert value is after["params"][key] or value == after["params"][key], key
+    if before["weights"] is None:
+        assert after["weights"] is None
+        return
+    assert_same_weights(before["weights"], after["weights"])
+    assert_same_weights(flatten(before["optimizer"]), flatten(after["optimizer"]))
+    assert_array_equal(before["predictions"], after["predictions"])  # bit for bit
+    assert torch.equal(before["rng"], after["rng"])
+
+
+def flatten(optimizer_state):
+    return {f"{i}.{k}": v for i, s in optimizer_state["state"].items() for k, v in s.items()}
+
+
+class RaiseInFirstBatch(Callback):
+    def on_batch_end(self, net, training=False, **kwargs):
+        raise RuntimeError("a callback's bug")
+
+
+class InterruptFirstBatch(Callback):
+    """Ctrl-C as the first batch begins: before any optimisation step."""
+
+    def on_batch_begin(self, net, training=False, **kwargs):
+        raise KeyboardInterrupt
+
+
+class FailingInitialize(Callback):
+    def initialize(self):
+        raise RuntimeError("cannot initialize")
+
+
+def bad_stream():
+    # refused at construction (tests/test_stream.py); here one changed after it
+    stream = SparseSelectionStream(5, 2, 2, n_samples=32, random_state=0)
+    stream.random_state = -1
+    return stream
+
+
+# (what to set first, the call, the exception, its message)
+FAILING_CALLS = {
+    "sample_weight": ({}, lambda est: est.fit(X, Y, sample_weight=np.ones(len(X))),
+                      TypeError, r"does not support sample_weight.*np\.repeat"),
+    "unknown-fit-keyword": ({}, lambda est: est.fit(X, Y, dropout=0.5),
+                            TypeError, r"dropout.*forward does not take"),
+    "callback-raises": ({"callbacks": [RaiseInFirstBatch()]}, lambda est: est.fit(X, Y),
+                        RuntimeError, "a callback's bug"),
+    "callback-raises-partial_fit": ({"callbacks": [RaiseInFirstBatch()]},
+                                    lambda est: est.partial_fit(X, Y),
+                                    RuntimeError, "a callback's bug"),
+    "ctrl-c-before-first-step": ({"callbacks": [InterruptFirstBatch()]},
+                                 lambda est: est.fit(X, Y),
+                                 KeyboardInterrupt, "before its first optimisation step"),
+    "ctrl-c-partial_fit": ({"callbacks": [InterruptFirstBatch()]},
+                           lambda est: est.partial_fit(X, Y),
+                           KeyboardInterrupt, "before its first optimisation step"),
+    "stream-random_state": ({}, lambda est: est.fit(bad_stream()),
+                            ValueError, r"stream's random_state=-1"),
+    "initialize-fails": ({"callbacks": [FailingInitialize()]}, lambda est: est.initialize(),
+                         RuntimeError, "cannot initialize"),
+    "iterator-keyword": ({"iterator_train__bogus": 1}, lambda est: est.fit(X, Y),
+                         ValueError, r"iterator_train__bogus=1 are refused by "
+                                     r"iterator_train=TensorBatches.*argument .bogus."),
+}
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+@pytest.mark.parametrize("case", list(FAILING_CALLS))
+def test_a_failing_call_leaves_a_fitted_estimator_as_it_was(name, case):
+    setting, call, error, pattern = FAILING_CALLS[case]
+    est = MAKERS[name]().fit(X, Y)
+    est.set_params(**setting)
+    before = state(est)
+    with pytest.raises(error, match=pattern):
+        call(est)
+    assert_same_state(before, state(est))
+    # and it still trains: the failure left no half-state behind
+    est.set_params(**{key: [] if key == "callbacks" else None for key in setting}
+                   if "callbacks" in setting else {})
+    if "iterator_train__bogus" in setting:
+        del est.iterator_train__bogus
+    assert np.isfinite(est.partial_fit(X, Y).predict(X)).all()
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+@pytest.mark.parametrize("case", ["callback-raises", "ctrl-c-before-first-step",
+                                  "sample_weight", "stream-random_state"])
+def test_a_failing_fit_leaves_an_unfitted_estimator_unfitted(name, case):
+    setting, call, error, pattern = FAILING_CALLS[case]
+    est = MAKERS[name](**setting)
+    with pytest.raises(error, match=pattern):
+        call(est)
+    assert not est.initialized_ and "module_" not in vars(est) and est.history_ is None
+    with pytest.raises(NotFittedError):
+        est.predict(X)
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_bad_routed_values_are_refused_before_anything_is_built(name):
+    cases = {
+        "criterion__reduction": ("bogus", r"criterion__reduction='bogus' is refused by "
+                                          r"criterion=MSELoss.*not a valid value"),
+        "optimizer__momentum": (-1, r"optimizer__momentum=-1 is refused by optimizer=SGD"),
+    }
+    for param, (value, pattern) in cases.items():
+        est = MAKERS[name](optimizer=torch.optim.SGD, **{param: value})
+        for method in (est.fit, est.partial_fit):
+            with pytest.raises(ValueError, match=pattern):
+                method(X, Y)
+            assert "module_" not in vars(est)
+        # on a fitted estimator set_params refuses them and changes nothing
+        fitted = MAKERS[name](optimizer=torch.optim.SGD).fit(X, Y)
+        before = state(fitted)
+        with pytest.raises(ValueError, match=pattern):
+            fitted.set_params(**{param: value})
+        assert_same_state(before, state(fitted))
+        assert fitted.optimizer_.param_groups[0]["momentum"] == 0

@@ -2,6 +2,7 @@ import copy
 import logging
 import pickle
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
@@ -234,7 +235,9 @@ def test_drawn_noise_gives_what_forward_draws_itself(encoding):
     assert torch.equal(module(X, noise=noise), expected)
     module.eval()
     noise = module.draw_noise(X)
-    assert module.draw_noise(X[:2]) is noise  # drawn once per length, for every batch
+    if noise is not None:  # the same draws for every batch of this length, made afresh
+        assert torch.equal(module.draw_noise(X[:2]), noise)
+        assert module.draw_noise(X[:2]) is not noise
     assert torch.equal(module(X, noise=noise), module(X))
 
 
@@ -281,6 +284,89 @@ def test_n_pe_draws_may_change_on_a_built_module():
     built_with_four.load_state_dict(module.state_dict())
     assert torch.equal(module(X), built_with_four(X))
     assert not torch.equal(module(X), one)
+
+
+def _broadcast_attention(module, X):
+    """Today's formula written as before the blocked products: the shared draws
+    broadcast to every sequence, (K, B, T, d_p) in memory."""
+    P = module._positional_vectors(*X.shape[:2], module.draw_noise(X))  # (K, 1, T, d_p)
+    z = torch.matmul(X[..., -1].unsqueeze(1), P)  # (K, B, 1, d_p)
+    scores = (P @ (z @ module.W.T).transpose(-1, -2)).squeeze(-1)  # (K, B, T)
+    return torch.softmax(scores, dim=-1).mean(0)
+
+
+@pytest.mark.parametrize("encoding", NAMES)
+def test_shared_draws_attention_matches_the_broadcast_formula(encoding):
+    # 150 sequences: three blocks of the products, the last one padded
+    X, _ = _data(n=150, seq_len=12)
+    module = _with_random_W(SparseTokenAttention(4, pe_dim=16, positional_encoding=encoding,
+                                                 n_pe_draws=3), scale=2.0).eval()
+    torch.testing.assert_close(module.attention(X), _broadcast_attention(module, X))
+
+
+@pytest.mark.parametrize("encoding", NAMES)
+def test_eval_predictions_do_not_depend_on_the_batch_bit_for_bit(encoding):
+    X, _ = _data(n=300, seq_len=15)
+    module = _with_random_W(SparseTokenAttention(4, pe_dim=16, positional_encoding=encoding,
+                                                 n_pe_draws=4), scale=3.0).eval()
+    with torch.no_grad():
+        whole = module(X)
+        for batch_size in (1, 7, 64, 256):
+            parts = torch.cat([module(X[i:i + batch_size]) for i in range(0, 300, batch_size)])
+            assert torch.equal(parts, whole), batch_size
+
+
+def test_estimator_predictions_at_batch_size_7_and_256_are_identical(tiny_task):
+    X, y = tiny_task
+    est = SparseTokenTransformer(pe_dim=16, max_epochs=2, device="cpu", random_state=0)
+    est.fit(X, y)
+    X_test, _ = make_sparse_selection(300, 25, 4, 2, random_state=3)
+    at_256 = est.predict(X_test)
+    assert np.array_equal(est.set_params(batch_size=7).predict(X_test), at_256)
+
+
+def test_eval_mode_keeps_no_draws_on_the_module():
+    X, _ = _data(n=4, seq_len=30)
+    module = SparseTokenAttention(4, pe_dim=16, n_pe_draws=8).eval()
+    before = set(vars(module)), len(pickle.dumps(module))
+    module(X)
+    assert (set(vars(module)), len(pickle.dumps(module))) == before
+
+
+def _in_threads(predict, inputs, n_threads=4, repeats=25):
+    """``predict`` on every input, ``repeats`` times, from ``n_threads`` threads at once."""
+    with ThreadPoolExecutor(n_threads) as pool:
+        jobs = [pool.submit(lambda x=x: predict(x)) for _ in range(repeats) for x in inputs]
+        return [job.result() for job in jobs]
+
+
+def test_module_predicts_from_several_threads_as_sequentially():
+    module = _with_random_W(SparseTokenAttention(4, pe_dim=16, n_pe_draws=4)).eval()
+    inputs = [_data(n=5, seq_len=T, seed=T)[0] for T in (21, 6)]  # two lengths
+    with torch.no_grad():
+        expected = [module(x) for x in inputs]
+        results = _in_threads(module, inputs)
+    for i, out in enumerate(results):
+        assert torch.equal(out, expected[i % 2])
+
+
+def test_estimator_predicts_from_several_threads_as_sequentially(tiny_task):
+    est = SparseTokenTransformer(pe_dim=16, n_pe_draws=4, max_epochs=1, device="cpu",
+                                 random_state=0).fit(*tiny_task)
+    inputs = [make_sparse_selection(5, T, 4, 2, random_state=T)[0] for T in (21, 6)]
+    expected = [est.predict(x) for x in inputs]
+    params = est.get_params(deep=False)
+    for i, out in enumerate(_in_threads(est.predict, inputs)):
+        assert np.array_equal(out, expected[i % 2])
+    assert est.get_params(deep=False) == params
+
+
+def test_a_fitted_estimator_pickles_to_the_same_size_after_a_long_predict(tiny_task):
+    est = SparseTokenTransformer(pe_dim=16, max_epochs=1, device="cpu",
+                                 random_state=0).fit(*tiny_task)
+    size = len(pickle.dumps(est))
+    est.predict(make_sparse_selection(2, 5000, 4, 2, random_state=0)[0])
+    assert len(pickle.dumps(est)) == size
 
 
 # -- torch.compile ----------------------------------------------------------------

@@ -251,15 +251,109 @@ def test_a_new_process_rebuilds_each_model_from_parameters_and_weights(tmp_path)
                                err_msg=f"{job['name']} at {length}")
 
 
-def test_concurrent_predictions_are_the_sequential_ones():
-    est = SparseTokenEncoder(d_model=8, positional_encoding="stochastic", max_epochs=1,
-                             random_state=0).fit(X, Y)
-    inputs = [X_TEST, X_LONG] * 4
+# Weights name the structural parameters that made them (``_params.GROUPS``):
+# (estimator, saved with, loaded into, the differences the refusal names)
+MISMATCHES = {
+    "encoder-d_model": (SparseTokenEncoder, dict(d_model=8), dict(d_model=16),
+                        ["d_model: saved 8, this estimator 16"]),
+    "encoder-positional_encoding": (SparseTokenEncoder, dict(positional_encoding="none"),
+                                    dict(positional_encoding="rope"),
+                                    ["positional_encoding: saved 'none', this estimator 'rope'"]),
+    "encoder-n_layers": (SparseTokenEncoder, dict(n_layers=1), dict(n_layers=2),
+                         ["n_layers: saved 1, this estimator 2"]),
+    "encoder-d_model-and-n_heads": (SparseTokenEncoder, dict(d_model=8, n_heads=2),
+                                    dict(d_model=12, n_heads=3),
+                                    ["d_model: saved 8, this estimator 12",
+                                     "n_heads: saved 2, this estimator 3"]),
+    "rnn-cell": (SparseTokenRNN, dict(cell="gru"), dict(cell="lstm"),
+                 ["cell: saved 'gru', this estimator 'lstm'"]),
+    "rnn-hidden_size": (SparseTokenRNN, dict(hidden_size=8), dict(hidden_size=16),
+                        ["hidden_size: saved 8, this estimator 16"]),
+}
+
+
+@pytest.mark.parametrize("safetensors", [False, True], ids=["torch", "safetensors"])
+@pytest.mark.parametrize("case", list(MISMATCHES))
+def test_weights_of_another_model_are_refused_naming_each_difference(case, safetensors,
+                                                                     tmp_path):
+    Estimator, saved_with, loaded_into, differences = MISMATCHES[case]
+    defaults = (dict(d_model=8, max_epochs=1) if Estimator is SparseTokenEncoder
+                else dict(hidden_size=8, max_epochs=1))
+    source = Estimator(**{**defaults, **saved_with}, random_state=0).fit(X, Y)
+    source.save_params(f_params=tmp_path / "w", use_safetensors=safetensors)
+    target = Estimator(**{**defaults, **loaded_into}, random_state=1).fit(X, Y)
+    before = {k: v.clone() for k, v in target.module_.state_dict().items()}
+    prediction = target.predict(X_TEST)
+    with pytest.raises(ValueError) as info:
+        target.load_params(f_params=tmp_path / "w", use_safetensors=safetensors)
+    message = str(info.value)
+    for difference in differences:
+        assert difference in message
+    assert "Nothing was loaded" in message and "set_params(" in message
+    after = target.module_.state_dict()
+    assert before.keys() == after.keys()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert_array_equal(target.predict(X_TEST), prediction)
+    # the fix it names works: set back, the weights load and predict as saved
+    fix = {name: saved_with[name] for name in (line.split(":")[0] for line in differences)}
+    target.set_params(**fix).initialize()
+    target.load_params(f_params=tmp_path / "w", use_safetensors=safetensors)
+    assert_array_equal(target.predict(X_TEST), source.predict(X_TEST))
+
+
+@pytest.mark.parametrize("name", ["encoder-stochastic", "rnn-lstm"])
+def test_a_save_that_fails_midway_changes_no_file(name, tmp_path, monkeypatch):
+    # the second file (the history) fails after the weights were staged: no
+    # file changes, no temporary file is left (``_files.write_files``)
+    import errno
+
+    from sparse_token_estimators import _files
+
+    Estimator, params = SAVED[name]
+    old = Estimator(**params, random_state=0).fit(X, Y)
+    new = Estimator(**params, random_state=1).fit(X, Y)
+    files = dict(f_params=tmp_path / "w.pt", f_history=tmp_path / "h.json")
+    old.save_params(**files)
+    saved = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    write, calls = _files._write_fd, []
+
+    def write_then_fail(fd, data):
+        calls.append(len(data))
+        if len(calls) == 2:
+            write(fd, data[: len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        write(fd, data)
+
+    monkeypatch.setattr(_files, "_write_fd", write_then_fail)
+    with pytest.raises(OSError, match=r"Could not save .*the file system is full.*"
+                                      r"the file there \(if any\) is unchanged"):
+        new.save_params(**files)
+    monkeypatch.undo()
+    assert len(calls) == 2
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == saved
+    loaded = Estimator(**params, token_dim=3).initialize()
+    loaded.load_params(f_params=files["f_params"])
+    assert_array_equal(loaded.predict(X_TEST), old.predict(X_TEST))
+
+
+@pytest.mark.parametrize("name", ["encoder-stochastic", "rnn-lstm"])
+def test_predict_from_four_threads_is_the_sequential_prediction(name):
+    # device "auto", two lengths interleaved: each thread gets exactly the
+    # sequential prediction, and predict writes nothing to the estimator
+    Estimator, params = SAVED[name]
+    est = Estimator(**params, random_state=0).fit(X, Y)
+    assert est.get_params()["device"] == "auto"
+    params_before, attributes = est.get_params(deep=False), dict(vars(est))
+    inputs = [X_TEST, X_LONG] * 8
     sequential = [est.predict(X_in) for X_in in inputs]
     with ThreadPoolExecutor(4) as pool:
         concurrent = list(pool.map(est.predict, inputs))
     for a, b in zip(sequential, concurrent):
         assert_array_equal(a, b)
+    assert est.get_params(deep=False) == params_before and est.device == "auto"
+    assert not est.module_.training
+    assert vars(est).keys() == attributes.keys()
+    assert all(vars(est)[key] is value for key, value in attributes.items())
 
 
 # -- searches -----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from sparse_token_estimators import (
     _params,
     make_sparse_selection,
 )
-from sparse_token_estimators import estimators as estimators_module
+from sparse_token_estimators import _device as device_module
 from sparse_token_estimators.modules import FullyConnectedNet, SparseTokenAttention
 
 X, Y = make_sparse_selection(96, 6, 3, n_selected=2, random_state=0)
@@ -199,7 +199,7 @@ def test_moving_to_another_device_moves_module_optimizer_and_generator(name, fit
     # The move itself, run on the CPU: every step of it executes (to the CPU),
     # and training continues exactly as without the move.
     est, twin = fitted[name], copy.deepcopy(fitted[name])
-    monkeypatch.setattr(estimators_module, "_same_device", lambda a, b: False)
+    monkeypatch.setattr(device_module, "same_device", lambda a, b: False)
     rng = est.torch_rng_
     est.set_params(device="cpu")
     assert_array_equal(est.predict(X_TEST), twin.predict(X_TEST))
@@ -363,3 +363,31 @@ def test_load_params_after_a_structural_change_loads_into_the_new_model(tmp_path
     est.set_params(pe_dim=4).load_params(f_params=tmp_path / "w.pt")
     assert est.__sklearn_is_fitted__() and est.module_.W.shape == (4, 4)
     assert_array_equal(est.predict(X_TEST), small.predict(X_TEST))
+
+
+def test_routed_values_set_on_a_fitted_model_are_recorded_and_used(fitted):
+    # skorch gives optimizer__* only to the live optimizer: get_params, clone,
+    # the next fit and GridSearchCV ran without it (issue 19, point 6).
+    from sklearn.base import clone
+    from sklearn.model_selection import GridSearchCV
+
+    est = fitted["fcn"].set_params(optimizer=torch.optim.SGD)
+    est.partial_fit(X, Y)  # the SGD optimizer is built
+    est.set_params(optimizer__momentum=0.9, criterion__reduction="sum")
+    assert est.optimizer_.param_groups[0]["momentum"] == 0.9  # reaches the live one
+    assert est.get_params()["optimizer__momentum"] == 0.9
+    assert est.get_params()["criterion__reduction"] == "sum"
+    copy_ = clone(est)
+    assert copy_.get_params()["optimizer__momentum"] == 0.9
+    assert copy_.fit(X, Y).optimizer_.param_groups[0]["momentum"] == 0.9
+    assert copy_.criterion_.reduction == "sum"
+    est.fit(X, Y)  # a fresh fit builds its optimizer with it
+    assert est.optimizer_.param_groups[0]["momentum"] == 0.9
+    search = GridSearchCV(est, {"lr": [0.01]}, cv=2).fit(X, Y)
+    assert search.best_estimator_.optimizer_.param_groups[0]["momentum"] == 0.9
+    # an invalid value is refused as at fit, and changes nothing
+    with pytest.raises(ValueError, match=r"optimizer__momentum=-1 is refused by "
+                                         r"optimizer=SGD: Invalid momentum value"):
+        est.set_params(optimizer__momentum=-1)
+    assert est.get_params()["optimizer__momentum"] == 0.9
+    assert est.optimizer_.param_groups[0]["momentum"] == 0.9

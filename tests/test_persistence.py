@@ -1,5 +1,10 @@
 """Saving, loading and skorch's training controls: the README's routes, each one a test.
 
+- Weights record what made them and are refused, each difference named and nothing
+  changed, by an estimator of another encoding, size, output_map or class; files
+  without that record (0.1.0) load when they fit. A load is all or nothing.
+- (tests/test_files.py: unreadable files, the wrong format, a full or read-only disk.)
+
 - A fresh process rebuilds either estimator from its constructor parameters
   (with another random_state) plus a weights file, pickle-based or
   safetensors, and predicts bit for bit, at the training length and others.
@@ -31,7 +36,12 @@ from skorch.dataset import ValidSplit
 from torch.optim.lr_scheduler import StepLR
 
 import sparse_token_estimators
-from sparse_token_estimators import SparseTokenFCN, SparseTokenTransformer, make_sparse_selection
+from sparse_token_estimators import (
+    SparseTokenFCN,
+    SparseTokenTransformer,
+    checkpoints,
+    make_sparse_selection,
+)
 
 X, Y = make_sparse_selection(240, 6, 3, n_selected=2, random_state=0)
 X_TEST, _ = make_sparse_selection(50, 6, 3, n_selected=2, random_state=1)
@@ -213,8 +223,11 @@ class RecordWeights(Callback):
         self.per_epoch.append(weights(net))
 
 
+@pytest.mark.parametrize("Checkpoint", [Checkpoint, checkpoints.Checkpoint],
+                         ids=["skorch", "ours"])
 @pytest.mark.parametrize("name", list(MODELS))
-def test_checkpoint_with_a_validation_split_loads_into_a_new_estimator(name, tmp_path):
+def test_checkpoint_with_a_validation_split_loads_into_a_new_estimator(name, Checkpoint,
+                                                                       tmp_path):
     record = RecordWeights()
     cp = Checkpoint(dirname=str(tmp_path / "cp"), monitor="valid_loss_best")
     est = make(name, max_epochs=5, lr=0.2, train_split=ValidSplit(4),
@@ -243,6 +256,28 @@ class FakeScore(Callback):
 
     def on_epoch_end(self, net, **kwargs):
         net.history.record("fake", [3.0, 1.0, 2.0, 4.0, 5.0, 6.0][len(net.history) - 1])
+
+
+def test_our_checkpoint_with_load_best_restores_the_best_epoch(tmp_path):
+    record = RecordWeights()
+    cp = checkpoints.Checkpoint(dirname=str(tmp_path), monitor="fake_best", load_best=True)
+    est = make("fcn", max_epochs=4, callbacks=[FakeScore(), BestOf("fake"), cp,
+                                               ("record", record)]).fit(X, Y)
+    assert len(record.per_epoch) == 4
+    # as skorch's: the best epoch's weights, optimizer and history (two epochs)
+    assert est.history_[:, "event_cp"] == [True, True]
+    assert_same_weights(weights(est), record.per_epoch[1])
+
+
+class BestOf(Callback):
+    """Records ``<key>_best`` as skorch's scoring callbacks do."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def on_epoch_end(self, net, **kwargs):
+        values = net.history[:, self.key]
+        net.history.record(self.key + "_best", values[-1] == min(values))
 
 
 @pytest.mark.parametrize("name", ["stochastic", "fcn"])
@@ -296,3 +331,217 @@ def test_readme_training_controls_route(capsys):
     best = int(np.argmin(est.history_[:, "valid_loss"]))
     assert_same_weights(weights(est), record.per_epoch[best])
     assert "valid_loss" in capsys.readouterr().out
+
+
+# -- weights that say what made them ----------------------------------------------------
+
+# (saved with, loaded into, the differences the refusal names)
+MISMATCHES = {
+    "encoding": (dict(positional_encoding="stochastic"), dict(positional_encoding="sinusoidal"),
+                 ["positional_encoding: saved 'stochastic', this estimator 'sinusoidal'"]),
+    "stochastic-into-fixed": (dict(), dict(positional_encoding="fixed", max_seq_len=16),
+                              ["positional_encoding: saved 'stochastic', this estimator 'fixed'",
+                               "max_seq_len: saved 256, this estimator 16"]),
+    "fixed-into-randomized": (dict(positional_encoding="fixed", max_seq_len=16),
+                              dict(positional_encoding="randomized", max_seq_len=16),
+                              ["positional_encoding: saved 'fixed', this estimator "
+                               "'randomized'"]),
+    "pe_dim": (dict(pe_dim=32), dict(pe_dim=16), ["pe_dim: saved 32, this estimator 16"]),
+    "output_map": (dict(output_map=True), dict(),
+                   ["output_map: saved True, this estimator False"]),
+    "token_dim": (dict(), dict(token_dim=4), ["token_dim: saved 3, this estimator 4"]),
+}
+
+
+def _transformer(**kwargs):
+    return SparseTokenTransformer(**{"pe_dim": 16, "n_pe_draws": 2, "max_epochs": 1,
+                                     "random_state": 0, **kwargs})
+
+
+def _state(est):
+    """What a failed call must leave as it was."""
+    return (weights(est), est.predict(X_TEST), est.history_.to_list(),
+            {k: v for k, v in est.optimizer_.state_dict()["state"].items()})
+
+
+def _assert_unchanged(est, before):
+    after = _state(est)
+    assert_same_weights(after[0], before[0])
+    assert_array_equal(after[1], before[1])
+    assert after[2] == before[2]
+    assert str(after[3]) == str(before[3])
+
+
+@pytest.mark.parametrize("safetensors", [False, True], ids=["torch", "safetensors"])
+@pytest.mark.parametrize("case", list(MISMATCHES))
+def test_weights_of_another_model_are_refused_naming_each_difference(case, safetensors,
+                                                                     tmp_path):
+    saved_with, loaded_into, differences = MISMATCHES[case]
+    source = _transformer(**saved_with).fit(X, Y)
+    files = dict(f_params=tmp_path / "w", f_history=tmp_path / "h.json")
+    if not safetensors:
+        files["f_optimizer"] = tmp_path / "o.pt"
+    source.save_params(**files, use_safetensors=safetensors)
+    X_in = X_TEST if loaded_into.get("token_dim", 3) == 3 else None
+    target = _transformer(**{"max_epochs": 2, **loaded_into})
+    if X_in is None:  # another token_dim: a target fitted on its own data
+        Xt, yt = make_sparse_selection(40, 6, 4, 2, random_state=3)
+        target.fit(Xt, yt)
+        before = weights(target), target.predict(Xt), target.history_.to_list()
+    else:
+        target.fit(X, Y)
+        before = _state(target)
+    with pytest.raises(ValueError) as info:
+        target.load_params(**files, use_safetensors=safetensors)
+    message = str(info.value)
+    assert f"f_params '{tmp_path / 'w'}'" in message
+    for difference in differences:
+        assert difference in message
+    fix = ", ".join(line.split(":")[0] + "=" + line.split("saved ")[1].split(",")[0]
+                    for line in differences)
+    assert "Nothing was loaded" in message and "set_params(" in message
+    assert all(part in message for part in fix.split(", "))
+    if X_in is None:
+        assert_same_weights(weights(target), before[0])
+        assert_array_equal(target.predict(Xt), before[1])
+        assert target.history_.to_list() == before[2]
+    else:
+        _assert_unchanged(target, before)
+
+
+def test_the_fix_the_refusal_names_works(tmp_path):
+    source = _transformer(pe_dim=32, positional_encoding="fixed", max_seq_len=16).fit(X, Y)
+    source.save_params(f_params=tmp_path / "w.pt")
+    target = _transformer(token_dim=3).initialize()
+    with pytest.raises(ValueError, match=r"Construct SparseTokenTransformer\(max_seq_len=16, "
+                       r"pe_dim=32, positional_encoding='fixed'\)"):
+        target.load_params(f_params=tmp_path / "w.pt")
+    target.set_params(pe_dim=32, positional_encoding="fixed", max_seq_len=16)
+    target.load_params(f_params=tmp_path / "w.pt")
+    assert_array_equal(target.predict(X_TEST), source.predict(X_TEST))
+
+
+def test_weights_of_another_estimator_class_name_the_class_to_construct(tmp_path):
+    fcn = make("fcn").fit(X, Y)
+    fcn.save_params(f_params=tmp_path / "w.safetensors", use_safetensors=True)
+    target = make("stochastic", **SIZES["stochastic"]).initialize()
+    before = weights(target)
+    with pytest.raises(ValueError, match=r"estimator: saved SparseTokenFCN, this is a "
+                       r"SparseTokenTransformer\n.*Construct SparseTokenFCN\(hidden_width=16, "
+                       r"n_hidden_layers=1, seq_len=6, token_dim=3\)"):
+        target.load_params(f_params=tmp_path / "w.safetensors", use_safetensors=True)
+    assert_same_weights(weights(target), before)
+
+
+def test_both_formats_record_the_model_and_stay_plain_state_dicts(tmp_path):
+    est = make("stochastic").fit(X, Y)
+    est.save_params(f_params=tmp_path / "w.pt")
+    est.save_params(f_params=tmp_path / "w.safetensors", use_safetensors=True)
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "w.safetensors"), framework="pt") as f:
+        from_safetensors = json.loads(f.metadata()["sparse_token_estimators"])
+    state = torch.load(tmp_path / "w.pt", weights_only=True)
+    from_torch = json.loads(state._metadata[""]["sparse_token_estimators"])
+    assert from_torch == from_safetensors
+    assert from_torch["format"] == 1 and from_torch["estimator"] == "SparseTokenTransformer"
+    assert from_torch["params"] == {
+        "module": "sparse_token_estimators.modules.SparseTokenAttention", "token_dim": 3,
+        "pe_dim": 16, "positional_encoding": "stochastic", "max_seq_len": 256,
+        "output_map": False}
+    assert from_torch["recorded"] == {"n_pe_draws": 3, "seq_len": 6}
+    # still a plain state_dict: any torch code loads it into the module
+    module = make("stochastic", **SIZES["stochastic"]).initialize().module_
+    module.load_state_dict(state)
+    fcn_meta = make("fcn").fit(X, Y)._weights_metadata()["params"]
+    assert {k: fcn_meta[k] for k in ("seq_len", "token_dim", "hidden_width",
+                                     "n_hidden_layers")} == dict(seq_len=6, token_dim=3,
+                                                                 hidden_width=16,
+                                                                 n_hidden_layers=1)
+
+
+def _as_written_by_0_1_0(est, path, safetensors):
+    """Weights without metadata, as save_params wrote them before."""
+    state = {k: v.clone() for k, v in est.module_.state_dict().items()}
+    if safetensors:
+        from safetensors.torch import save_file
+
+        save_file(state, str(path))
+    else:
+        torch.save(state, path)
+
+
+@pytest.mark.parametrize("safetensors", [False, True], ids=["torch", "safetensors"])
+def test_weights_without_metadata_load_when_they_fit_and_are_refused_when_not(safetensors,
+                                                                             tmp_path):
+    stochastic = make("stochastic").fit(X, Y)
+    _as_written_by_0_1_0(stochastic, tmp_path / "old", safetensors)
+    same = make("stochastic", **SIZES["stochastic"]).initialize()
+    same.load_params(f_params=tmp_path / "old", use_safetensors=safetensors)
+    assert_array_equal(same.predict(X_LONG), stochastic.predict(X_LONG))
+    fixed = make("fixed").fit(X, Y)
+    before = _state(fixed)
+    with pytest.raises(ValueError, match=r"missing keys \['positions.table'\].*records no "
+                       r"parameters.*Nothing was loaded"):
+        fixed.load_params(f_params=tmp_path / "old", use_safetensors=safetensors)
+    _assert_unchanged(fixed, before)
+    wider = make("stochastic", pe_dim=8).fit(X, Y)
+    with pytest.raises(ValueError, match=r"shapes differ \(W: saved \(16, 16\), this module "
+                       r"\(8, 8\)\)"):
+        wider.load_params(f_params=tmp_path / "old", use_safetensors=safetensors)
+
+
+# -- all or nothing -------------------------------------------------------------------
+
+
+def test_an_optimizer_state_that_does_not_fit_leaves_the_weights_unloaded(tmp_path):
+    sgd = make("stochastic", optimizer=torch.optim.SGD, optimizer__momentum=0.9).fit(X, Y)
+    sgd.save_params(f_params=tmp_path / "w.pt", f_optimizer=tmp_path / "o.pt")
+    adam = make("stochastic").fit(X_LONG[:40], Y[:40])
+    before = _state(adam)
+    with pytest.raises(ValueError, match=r"f_optimizer '.*o.pt' into this Adam: its settings"):
+        adam.load_params(f_params=tmp_path / "w.pt", f_optimizer=tmp_path / "o.pt")
+    _assert_unchanged(adam, before)
+
+
+def test_a_failure_while_applying_puts_everything_back(tmp_path, monkeypatch):
+    source = make("fcn", random_state=1).fit(X, Y)
+    source.save_params(f_params=tmp_path / "w.pt", f_optimizer=tmp_path / "o.pt",
+                       f_history=tmp_path / "h.json")
+    target = make("fcn", max_epochs=2).fit(X, Y)
+    before = _state(target)
+
+    def broken(state):
+        raise RuntimeError("disk went away")
+
+    monkeypatch.setattr(target.optimizer_, "load_state_dict", broken)
+    with pytest.raises(RuntimeError, match="disk went away"):
+        target.load_params(f_params=tmp_path / "w.pt", f_optimizer=tmp_path / "o.pt",
+                           f_history=tmp_path / "h.json")
+    monkeypatch.undo()
+    _assert_unchanged(target, before)  # the weights, loaded first, were put back
+
+
+def test_a_failed_load_into_a_changed_estimator_keeps_its_fitted_module(tmp_path):
+    other = make("stochastic", pe_dim=8).fit(X, Y)
+    other.save_params(f_params=tmp_path / "w8.pt")
+    est = make("stochastic").fit(X, Y)
+    before = _state(est)
+    est.set_params(pe_dim=32)  # reads as unfitted; a load rebuilds the module first
+    with pytest.raises(ValueError, match="pe_dim: saved 8, this estimator 32"):
+        est.load_params(f_params=tmp_path / "w8.pt")
+    _assert_unchanged(est.set_params(pe_dim=16), before)
+    est.set_params(pe_dim=8).load_params(f_params=tmp_path / "w8.pt")
+    assert_array_equal(est.predict(X_TEST), other.predict(X_TEST))
+
+
+def test_metadata_this_package_did_not_write_is_refused(tmp_path):
+    est = make("fcn").fit(X, Y)
+    state = est.module_.state_dict()
+    state._metadata[""]["sparse_token_estimators"] = json.dumps({"format": 1})
+    torch.save(state, tmp_path / "w.pt")
+    before = weights(est)
+    with pytest.raises(ValueError, match="metadata under 'sparse_token_estimators' that this "
+                       "package did not write"):
+        est.load_params(f_params=tmp_path / "w.pt")
+    assert_same_weights(weights(est), before)

@@ -25,6 +25,17 @@ def test_feature_names_follow_the_columns(tiny_task):
     assert names[-1] == "t9_selected"
 
 
+@pytest.mark.parametrize("as_tensor", [False, True])
+def test_transform_returns_a_new_array_not_a_view_of_X(tiny_task, as_tensor):
+    import torch
+
+    X = tiny_task[0].copy()
+    given = torch.as_tensor(X) if as_tensor else X  # a CPU tensor shares X's memory
+    flat = FlattenTokens().fit(X).transform(given)
+    flat[:] = 7.0
+    np.testing.assert_array_equal(X, tiny_task[0])
+
+
 def test_other_dtypes_and_lists_are_accepted(tiny_task):
     X, _ = tiny_task
     flatten = FlattenTokens().fit(X.tolist())

@@ -112,9 +112,12 @@ def test_run_advances_once_per_fit():
             steps.append(n)
             super().advance(n)
 
-    total = len(planned_fits(SMOKE)) * SMOKE.n_seeds
-    run(SMOKE, progress=Recording(total, enabled=False))
-    assert sum(steps) == total
+    planned = len(planned_fits(SMOKE)) * SMOKE.n_seeds
+    progress = Recording(planned, enabled=False)
+    results = run(SMOKE, progress=progress)
+    # the planned fits and the searches' (added as they go), each counted once
+    assert sum(steps) == progress.total == len(results["fits"])
+    assert progress.total > planned
 
 
 def test_progress_says_it_is_alive_during_a_long_fit(monkeypatch, capsys):

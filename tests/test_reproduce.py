@@ -201,8 +201,12 @@ def test_learning_curve_fits_take_the_same_steps_at_every_size(results):
             assert {r["steps"] for r in rows} == {training(model, SMOKE).steps(
                 SMOKE.sample_budget)}
             assert len(rows) == len(sizes) * SMOKE.n_seeds
-            assert all(math.isfinite(r["test_r2"]) and math.isfinite(r["train_r2"])
-                       for r in rows)
+            assert all(math.isfinite(r["test_r2"]) for r in rows)
+            # R^2 over a training set too small for the statistic is left out, not shown
+            for r in rows:
+                small = r["n_train"] * SMOKE.token_dim < 200
+                assert (r["train_r2"] is None) == small
+                assert small or math.isfinite(r["train_r2"])
     assert {(r["model"], r["seq_len"]) for r in section["minimal"]} == {
         (m, T) for m in ("paper", "ensemble", "fcn") for T in SMOKE.sample_seq_lens()}
 
@@ -304,19 +308,6 @@ def test_plotting_explains_missing_matplotlib(monkeypatch, results, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(ImportError, match=r"pip install 'sparse-token-estimators\[plots\]'"):
         reproduce.save_figures(results, tmp_path)
-
-
-@pytest.mark.parametrize("argv, message", [
-    (["--scale", "huge"], "invalid choice"),
-    (["--n-selected", "12", "--seq-len", "10"], "n_selected must be between 1 and seq_len"),
-    (["--n-samples", "0"], "n_samples must be an integer >= 1"),
-    (["--seeds", "0"], "seeds must be an integer >= 1"),
-    (["--device", "tpu"], "device must be"),
-])
-def test_cli_refuses_bad_arguments_before_any_fit(argv, message, capsys):
-    with pytest.raises(SystemExit):
-        cli.main(argv + ["--no-plots"])
-    assert message in capsys.readouterr().err
 
 
 def test_config_refuses_length_factors_without_the_judged_lengths():

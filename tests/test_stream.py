@@ -23,7 +23,7 @@ from sparse_token_estimators import (
     datasets,
     make_sparse_selection,
 )
-from sparse_token_estimators import estimators as estimators_module
+from sparse_token_estimators import _device as device_module
 from sparse_token_estimators._batching import TensorBatches
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -309,7 +309,7 @@ def test_what_cannot_work_with_a_stream_says_what_to_do(name, case):
 
 
 def test_stream_on_another_device_is_refused(monkeypatch):
-    monkeypatch.setattr(estimators_module, "_same_device", lambda a, b: False)
+    monkeypatch.setattr(device_module, "same_device", lambda a, b: False)
     with pytest.raises(ValueError, match=r"The stream draws on 'cpu' .* but SparseTokenFCN "
                                          r"trains on 'auto' .*every batch would be copied"):
         MAKERS["fcn"](device="auto").fit(stream())

@@ -507,3 +507,35 @@ def test_sample_complexity_reports_n_star_and_its_growth(curves, expected):
     assert text.startswith("Measured (beyond the paper): ")
     for part in expected:
         assert part in text
+
+
+# -- the presets can decide what they judge -----------------------------------------------
+
+
+@pytest.mark.parametrize("preset", [reproduce.FIRST, reproduce.QUICK, reproduce.PAPER])
+def test_presets_are_large_enough_for_verdicts_one_to_three(preset):
+    from dataclasses import asdict
+
+    from sparse_token_estimators.reproduce._verdicts import _training_gate
+
+    cfg = asdict(preset)
+    assert _training_gate(cfg, RESOLUTION, "x")[0]
+    assert preset.length_pe_dim == THRESHOLDS["length_pe_dim"]
+    grid = sorted(preset.pe_dims)
+    assert len(grid) >= 5 and grid[-1] / grid[0] >= 16
+    assert judged_widths(cfg)
+
+
+@pytest.mark.parametrize("preset, span", [(reproduce.QUICK, 16), (reproduce.PAPER, 32)])
+def test_presets_span_the_range_of_t_the_scaling_verdict_needs(preset, span):
+    lens = preset.scaling_seq_lens()
+    assert len(lens) >= THRESHOLDS["scaling_lens"] and lens[-1] / lens[0] >= span
+    assert preset.scaling_check_len in lens
+    assert len(preset.tightness_seq_lens()) >= THRESHOLDS["tightness_lens"]
+    assert preset.tightness_check_len in preset.tightness_seq_lens()
+
+
+def test_first_runs_the_paper_claims_alone():
+    assert reproduce.FIRST.experiments == ("width_separation", "length_generalisation",
+                                           "alignment")
+    assert reproduce.SCALES["first"] is reproduce.FIRST

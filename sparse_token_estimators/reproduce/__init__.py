@@ -1,43 +1,57 @@
 """Reproduce the claims of Wang, Wei, Hsu & Lee (ICML 2024) with the package's estimators.
 
-Seven experiments, each in its own module, over several seeds. Four judge
-the paper's claims on the paper's model (one stochastic positional draw,
-``n_pe_draws=1``), with the package's ensemble of draws shown beside it as
-an extension: width separation (against the width-aware FCN bound), length
-generalisation (per length up to 8T, and against pe_dim), alignment of W
-with the identity (from W = 0, against sequences seen) and width scaling.
-Three go beyond the paper: training on the population against a fixed
-sample (approximation against estimation error; its separation judged,
-the rest measured), sample complexity (learning curves at a fixed budget
-of steps; measured) and the five positional encodings under one protocol
-(measured). The task is the q-sparse averaging of Sanford, Hsu & Telgarsky
+Eight experiments, each in its own module, over several seeds, and six
+verdicts whose thresholds were fixed before the run (``_verdicts``). Four
+judge the paper's claims on the paper's model (one stochastic positional
+draw, ``n_pe_draws=1``), with the package's ensemble of draws shown beside
+it as an extension: width separation (against the width-aware FCN bound),
+length generalisation (per length up to 8T, and against pe_dim), alignment
+of W with the identity (from W = 0, against sequences seen) and the
+transformer's width scaling (pe_dim* over T = 8..128 by a bracketing
+search, ``_bracket``). The FCN's tightness on the population (m* against
+T d) is judged too. Three go beyond the paper: training on the population
+against a fixed sample (approximation against estimation error; its
+separation judged, the rest measured), sample complexity (learning curves
+at a fixed budget of steps; measured) and the five positional encodings
+under one protocol (measured). The task is the q-sparse averaging of Sanford, Hsu & Telgarsky
 (NeurIPS 2023).
 
 Public:
 
 - :func:`run` runs a configuration and returns the results dict;
   :func:`write_outputs` writes results.json, CSV tables, figures and
-  summary.md; :func:`assess_claims` judges a results dict (``THRESHOLDS``).
-- :class:`ReproductionConfig` and the presets ``QUICK``, ``PAPER``, ``SMOKE``
+  summary.md; :func:`assess_claims` judges a results dict (``THRESHOLDS``,
+  fixed before the run): supported, not supported or inconclusive.
+- :class:`ReproductionConfig` and the presets ``FIRST``, ``QUICK``, ``PAPER``, ``SMOKE``
   (``SCALES`` by name), :func:`with_sizes`, :class:`Training`.
 - :class:`Progress` and :func:`count_finished_tasks`: the display that
   advances as each fit finishes, in any joblib backend.
 
 The layout: ``_config`` (sizes), ``_data`` (seeded sets), ``_fits`` (the
 models, their training, one ``GridSearchCV`` per training set), one module
-per experiment (registered in ``_registry``), ``_report`` (verdicts,
-tables, results file, summary), ``_figures`` (shared plotting),
-``_progress``.
+per experiment (registered in ``_registry``), ``_bracket`` (the search for
+a critical width), ``_verdicts`` (the six verdicts and their thresholds),
+``_report`` (tables, results file, summary), ``_figures`` (shared
+plotting), ``_progress``.
 """
 
-from ._config import PAPER, QUICK, SCALES, SMOKE, ReproductionConfig, Training, with_sizes
+from ._config import (
+    FIRST,
+    PAPER,
+    QUICK,
+    SCALES,
+    SMOKE,
+    ReproductionConfig,
+    Training,
+    with_sizes,
+)
 from ._figures import save_figures
 from ._progress import Progress, count_finished_tasks
 from ._report import THRESHOLDS, assess_claims, summary_markdown, write_outputs
 from ._run import run
 
 __all__ = [
-    "PAPER", "QUICK", "SCALES", "SMOKE", "THRESHOLDS", "Progress", "ReproductionConfig",
+    "FIRST", "PAPER", "QUICK", "SCALES", "SMOKE", "THRESHOLDS", "Progress", "ReproductionConfig",
     "Training", "assess_claims", "count_finished_tasks", "run", "save_figures",
     "summary_markdown", "with_sizes", "write_outputs",
 ]

@@ -10,7 +10,7 @@ in training it got there.
 """
 
 from ._experiment import Experiment, fmt_spread, markdown_table, summarise
-from ._figures import band, pyplot, task_title
+from ._figures import band, legend_below, pyplot, task_title
 from ._fits import Fit
 
 MODELS = ("paper", "ensemble", "fixed")
@@ -65,7 +65,7 @@ def plot_alignment(results):
     """
     plt = pyplot()
     cfg, section = results["config"], results["alignment"]
-    fig, (ax, ax_scale) = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, (ax, ax_scale) = plt.subplots(1, 2, figsize=(10, 4.2), layout="constrained")
     first = min((r["sequences_seen_mean"] for r in section["summary"]
                  if r["sequences_seen_mean"] > 0), default=1)
     for model in MODELS:
@@ -83,9 +83,8 @@ def plot_alignment(results):
     ax.set(ylim=(min(0, ax.get_ylim()[0]), 1.05),
            ylabel="<W, I> / (|W|_F sqrt(d_p))", title="Alignment of W with I")
     ax_scale.set(ylabel="<W, I> / d_p", title="Scale c of W ~ c I")
-    ax.legend(fontsize=7, loc="upper left")
+    legend_below(fig, ax, ncol=3)
     fig.suptitle(f"pe_dim={cfg['length_pe_dim']}; {task_title(cfg)}", fontsize=9)
-    fig.tight_layout()
     return fig
 
 

@@ -153,6 +153,12 @@ class ReproductionConfig:
         Their fresh sequences per epoch (at T = ``seq_len``).
     architecture_width : int
         ``d_model`` / ``hidden_size`` of their fits scored per length.
+    experiments : tuple of str or None
+        The experiments to run, by name (``width_separation``,
+        ``length_generalisation``, ``alignment``, ``width_scaling``,
+        ``fcn_tightness``, ``population``, ``sample_complexity``,
+        ``encodings``, ``architectures``); None: all. Verdicts whose experiment does not run
+        are left out.
     device : str
         Passed to the estimators ("auto", "cpu", "cuda").
     n_jobs : int or None
@@ -208,6 +214,7 @@ class ReproductionConfig:
                                                              batch_size=64))
     architecture_n_train: int = 2048
     architecture_width: int = 32
+    experiments: tuple = None
     device: str = "auto"
     n_jobs: int = -1
 
@@ -217,6 +224,7 @@ class ReproductionConfig:
                 f"length_factors={self.length_factors!r} must include 1 and 4: the length "
                 "claim is judged at T and 4T; add them, e.g. (1, 2, 4, 8)."
             )
+        _check_values(self)
 
     def seeds(self):
         """The seeds of the run."""
@@ -275,6 +283,30 @@ class ReproductionConfig:
         return sorted({int(L) for L in grid} | set(named))
 
 
+#: the seeds a fit takes (scikit-learn's ``random_state``): 0 to 2**32 - 1
+MAX_SEED = 2**32 - 1
+
+
+def _check_values(config):
+    """Refuse values a run would fail on late (in a worker, after minutes)."""
+    T, q = config.seq_len, config.n_selected
+    if not 1 <= q < T:
+        raise ValueError(
+            f"n_selected must be between 1 and seq_len - 1; got n_selected={q} with "
+            f"seq_len={T}: with every token selected (q = T) there is nothing to select, "
+            "and the FCN bound's (T - q) vanishes. Use a smaller n_selected or a larger "
+            "seq_len.")
+    last = config.seed + config.n_seeds - 1
+    if not 0 <= config.seed <= last <= MAX_SEED:
+        raise ValueError(
+            f"seed must be between 0 and 2**32 - 1 = {MAX_SEED} for every seed of the run "
+            f"(seed to seed + n_seeds - 1); got seed={config.seed} with "
+            f"n_seeds={config.n_seeds}.")
+    if config.n_jobs == 0:
+        raise ValueError("n_jobs must be a non-zero integer or None (-1: all cores, "
+                         "n >= 1: n parallel fits); got 0.")
+
+
 #: about 6 minutes on 2 CPU cores, every claim judged over 3 seeds
 QUICK = ReproductionConfig()
 #: T = 20, more samples and a wider pe_dim grid, the scaling law over T = 8 to 256
@@ -290,8 +322,16 @@ PAPER = ReproductionConfig(
     sample_fcn_sizes=(512, 2048, 8192, 32768, 131072, 524288), sample_fcn_factor=4.0,
     sample_budget=32768,
 )
-#: The presets by the name ``--scale`` takes: ``{'quick': QUICK, 'paper': PAPER}``.
-SCALES = {"quick": QUICK, "paper": PAPER}
+#: the paper's three claims (verdicts 1-3) alone, over 3 seeds in under 3 minutes
+#: on 2 CPU cores: the quick run's fits of the paper's model and the fixed
+#: encoding (the same numbers), a pe_dim grid of 5 values over 16x, the FCN at
+#: the widths below T d and one power of two, a 2-draw ensemble beside them
+FIRST = ReproductionConfig(
+    experiments=("width_separation", "length_generalisation", "alignment"),
+    pe_dims=(4, 8, 16, 32, 64), ensemble_pe_dims=(256,), n_pe_draws=2, fcn_span=(0.5, 1.0),
+)
+#: The presets by the name ``--scale`` takes.
+SCALES = {"first": FIRST, "quick": QUICK, "paper": PAPER}
 #: seconds on a CPU, for the examples and the tests of the pipeline: exercises
 #: every step of a run, too small to support any claim
 SMOKE = ReproductionConfig(

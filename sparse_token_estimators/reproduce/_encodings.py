@@ -20,7 +20,7 @@ are those of the length-generalisation experiment (shared).
 """
 
 from ._experiment import Experiment, find, fmt_spread, markdown_table, spread, summarise
-from ._figures import band, pyplot, task_title
+from ._figures import band, legend_below, pyplot, task_title
 from ._fits import MODELS, Fit, Model, model_name
 from ._length_generalisation import length_axes
 
@@ -161,25 +161,30 @@ def sentences(results):
 COLOURS = {"paper": "tab:blue", "ensemble": "tab:green", "fixed": "tab:orange",
            "sinusoidal": "tab:purple", "learned": "tab:brown", "randomized": "tab:cyan",
            "randomized_ensemble": "tab:olive"}
+#: a marker and line style per encoding, so that curves that coincide (the
+#: fixed table and the learned one start alike) all show
+MARKS = {"paper": ("o", "-"), "ensemble": ("D", "--"), "fixed": ("^", "-"),
+         "sinusoidal": ("v", "-."), "learned": ("s", ":"), "randomized": ("P", "-"),
+         "randomized_ensemble": ("X", "--")}
 
 
 def plot_encodings(results):
     """Held-out R^2 at every test length, a curve with seed band per encoding."""
     plt = pyplot()
     cfg, section = results["config"], results["encodings"]
-    fig, ax = plt.subplots(figsize=(8.5, 5.4))
+    fig, ax = plt.subplots(figsize=(10.5, 6), layout="constrained")
     for encoding, model in _present(section):
         rows = sorted((r for r in section["summary"] if r["model"] == model),
                       key=lambda r: r["length"])
-        ensemble = MODELS[model].ensemble
+        marker, linestyle = MARKS.get(model, ("o", "--" if MODELS[model].ensemble else "-"))
         band(ax, [r["length"] for r in rows], rows, "r2", model=model,
              label=f"{encoding}: {results['models'][model]['name']}",
-             color=COLOURS[model], linestyle="--" if ensemble else "-", marker=None)
+             color=COLOURS[model], linestyle=linestyle, marker=marker, markerfacecolor="none",
+             markevery=max(1, len(rows) // 12), linewidth=1.6 if linestyle == ":" else 1.2)
     length_axes(ax, cfg, section["summary"],
                 title=f"Positional encodings, trained at T, pe_dim={cfg['length_pe_dim']}\n"
                       f"({task_title(cfg)})")
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
-    fig.tight_layout()
+    legend_below(fig, ax)
     return fig
 
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..theory import fcn_critical_width
 from ._experiment import Experiment, fmt, markdown_table
-from ._figures import STYLES, pyplot, task_title
+from ._figures import STYLES, powers_of_two_ticks, pyplot
 from ._fits import Fit, model_name
 from ._width_scaling import (
     REFINE,
@@ -162,9 +162,15 @@ def plot_critical_widths(results):
                 label=f"width = {MAX_FACTOR} T*d (verdict 5's limit)")
     ax.set(xscale="log", yscale="log", xlabel="T*d (T at d = "
            f"{d})", ylabel="critical width (R^2 >= 0.8)",
-           title="Critical widths against T*d: transformer and FCN, trained on the "
-                 f"population\n({task_title(cfg)})")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+           title="Critical widths against T*d (trained on the population)\n"
+                 f"d={d}, q={cfg['n_selected']}; {cfg['n_seeds']} seeds")
+    if plotted:
+        powers_of_two_ticks(ax.xaxis, plotted)
+    if ax.get_legend_handles_labels()[0]:  # nothing reached the target: no legend
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        ax.text(0.5, 0.5, "no critical width found in this run", ha="center",
+                transform=ax.transAxes)
     fig.tight_layout()
     return fig
 

@@ -6,14 +6,23 @@ only when a figure is drawn, so the rest of the package works without the
 ``plots`` extra.
 """
 
+import io
 from pathlib import Path
 
 import numpy as np
 
-#: one colour and marker per model, in every figure
+#: the resolution figures are saved at (dots per inch); shown at 96 pixels per
+#: inch (a browser at 100 %), a font of s points there reads as s * DPI / 96
+DPI = 100
+
+#: the smallest font, in points, of any text in a figure: legend and tick
+#: labels read as 8 points at the saved size (8 * 96 / DPI rounded up)
+MIN_FONT = 8
+
 #: the models' names in table headers and short legends
 SHORT = {"fcn": "FCN", "paper": "paper's model", "ensemble": "ensemble (ext.)"}
 
+#: one colour and marker per model, in every figure
 STYLES = {
     "fcn": {"color": "tab:red", "marker": "s"},
     "paper": {"color": "tab:blue", "marker": "o"},
@@ -40,6 +49,22 @@ def task_title(cfg):
     """``T=..., d=..., q=...; N seeds`` for a figure title."""
     return (f"T={cfg['seq_len']}, d={cfg['token_dim']}, q={cfg['n_selected']}; "
             f"mean ± sd over {cfg['n_seeds']} seeds")
+
+
+def legend_beside(ax, **kwargs):
+    """The legend of ``ax`` to its right, outside the data, where it hides no curve."""
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
+                     fontsize=MIN_FONT, **kwargs)
+
+
+def legend_below(fig, ax, *, ncol=2):
+    """The legend of ``ax`` below the whole figure (``layout="constrained"``).
+
+    For the figures whose panels share one legend, or whose entries are too
+    long to sit beside the data.
+    """
+    return fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=ncol,
+                      fontsize=MIN_FONT)
 
 
 def band(ax, x, rows, key, *, model, label, errorbars=False, **style):
@@ -71,8 +96,32 @@ def powers_of_two_ticks(axis, values):
     axis.set_minor_formatter(NullFormatter())
 
 
-def save_figures(results, out_dir, *, dpi=90):
+def figure_names(results=None):
+    """The file names ``save_figures`` writes, in order (for ``results``: of the
+    experiments that ran)."""
+    from ._registry import EXPERIMENTS
+
+    return [name for experiment in EXPERIMENTS
+            if results is None or experiment.name in results
+            for name in experiment.figures()]
+
+
+def draw_figures(results):
+    """``(file name, matplotlib figure)`` of every experiment's figures, drawn one by one.
+
+    The caller closes each figure (``save_figures`` saves and closes them).
+    """
+    from ._registry import EXPERIMENTS
+
+    for experiment in (e for e in EXPERIMENTS if e.name in results):  # those that ran
+        for name, draw in experiment.figures().items():
+            yield name, draw(results)
+
+
+def save_figures(results, out_dir, *, dpi=DPI):
     """Draw every experiment's figures into ``out_dir`` as PNG; returns their paths.
+
+    Each file is written atomically (a temporary file renamed over its name).
 
     Examples
     --------
@@ -89,15 +138,14 @@ def save_figures(results, out_dir, *, dpi=90):
     >>> names[7:]
     ['sample_complexity.png', 'encodings.png', 'architectures.png']
     """
-    from ._registry import EXPERIMENTS
+    from ._records import write_atomic
 
     plt = pyplot()
     out = Path(out_dir)
     paths = []
-    for experiment in EXPERIMENTS:
-        for name, draw in experiment.figures().items():
-            fig = draw(results)
-            fig.savefig(out / name, dpi=dpi)
-            plt.close(fig)
-            paths.append(out / name)
+    for name, fig in draw_figures(results):
+        image = io.BytesIO()
+        fig.savefig(image, format="png", dpi=dpi)
+        plt.close(fig)
+        paths.append(write_atomic(out / name, image.getvalue()))
     return paths

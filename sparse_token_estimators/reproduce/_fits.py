@@ -46,6 +46,7 @@ from ..callbacks import AlignmentRecorder, StepBudget, trace_steps
 from ..datasets import SparseSelectionStream
 from ..estimators import SparseTokenFCN, SparseTokenTransformer
 from ._data import stream_seed, task
+from ._records import active_store
 
 #: what the alignment record holds at each point
 TRACE_KEYS = ("sequences_seen", "alignment", "w_scale")
@@ -349,7 +350,7 @@ def _record(fit, config, seed, score, fit_s, score_s, lengths, steps):
     return record
 
 
-def run_fits(config, fits, progress):
+def run_fits(config, fits, progress, store=None):
     """Fit every distinct ``Fit`` for every seed; one record per fit and seed.
 
     Parameters
@@ -358,16 +359,48 @@ def run_fits(config, fits, progress):
     fits : iterable of Fit
         Duplicates are fitted once.
     progress : Progress
-        Advanced as each fit finishes (the caller counts joblib's tasks).
+        Advanced as each fit finishes (the caller counts joblib's tasks);
+        fits read back from ``store`` count as done (``Progress.resume``).
+    store : RecordStore or None, default=None
+        Where finished fits are saved and read back (None: the store of the
+        enclosing ``_records.recording`` block, which ``run`` opens, if
+        any): a fit whose record ``store`` holds (same ``Fit``, seed and
+        configuration) is not fitted again. Records are saved as their fits
+        finish: one search's fits (one training set: one T and seed)
+        together when the search returns (``GridSearchCV`` returns nothing
+        before), a learning curve's when it returns, each population fit on
+        its own.
 
     Returns
     -------
     records : dict
         ``(fit, seed) -> record`` (see ``_record``; for the fits of a
-        learning curve, ``_curve_records``).
+        learning curve, ``_learning_curve``).
     """
     fits = sorted(set(fits))
     records = {}
+    store = store if store is not None else active_store()
+
+    def to_fit(jobs, text):
+        """The ``(fit, seed)`` of ``jobs`` not in ``store``; the others are read back."""
+        todo, resumed = [], []
+        for fit, seed in jobs:
+            record = None if store is None else store.get(config, fit, seed)
+            if record is None:
+                todo.append((fit, seed))
+            else:
+                records[fit, seed] = record
+                resumed.append(fit)
+        if resumed:
+            progress.resume(len(resumed), sum(f.cost(config) for f in resumed), text)
+        return todo
+
+    def keep(new):
+        for (fit, seed), record in new.items():
+            records[fit, seed] = record
+            if store is not None:
+                store.put(config, fit, seed, record)
+
     for seq_len in sorted({f.seq_len for f in fits}):
         at_T = [f for f in fits if f.seq_len == seq_len]
         # lengths are multiples of the configured T: only its fits are scored there
@@ -381,32 +414,42 @@ def run_fits(config, fits, progress):
                          for f in transformers), default=0)
         steps = trace_steps(config.trace_steps_per_doubling, max_steps) if max_steps else []
         if searched:
-            group = sorted(searched, key=lambda f: -f.cost(config))
-            if len({f.training_size(config) for f in group}) > 1:
+            if len({f.training_size(config) for f in searched}) > 1:
                 raise ValueError("fits on a fixed sample of another size than n_train(T) "
                                  "need max_steps (a learning curve)")
             for seed in config.seeds():
-                progress.stage(f"T={seq_len}, seed {seed}", n_fits=len(group),
-                               cost=sum(f.cost(config) for f in group))
+                text = f"T={seq_len}, seed {seed}"
+                group = sorted((f for f, _ in to_fit([(f, seed) for f in searched], text)),
+                               key=lambda f: -f.cost(config))
+                if not group:
+                    continue
+                progress.stage(text, n_fits=len(group), cost=sum(f.cost(config) for f in group))
                 results = _search(config, seq_len, seed, group, lengths, steps)
+                new = {}
                 for i, fit in enumerate(group):
                     def score(key, i=i, results=results):
                         return float(results[f"split0_test_{key}"][i])
 
-                    records[fit, seed] = _record(
+                    new[fit, seed] = _record(
                         fit, config, seed, score, float(results["mean_fit_time"][i]),
                         float(results["mean_score_time"][i]), lengths, steps)
+                keep(new)
         if population:
-            records.update(_run_population(config, seq_len, population, lengths, steps,
-                                           progress))
+            jobs = to_fit([(f, seed) for f in population for seed in config.seeds()],
+                          f"T={seq_len}, population")
+            if jobs:
+                _run_population(config, seq_len, jobs, lengths, steps, progress, keep)
         for key in sorted({(f.model, f.width, f.data, f.max_steps) for f in curves}):
             group = sorted((f for f in curves if (f.model, f.width, f.data, f.max_steps)
                             == key), key=lambda f: f.n_train)
             for seed in config.seeds():
-                progress.stage(f"T={seq_len}, learning curve of {model_name(key[0], config)}"
-                               f", seed {seed}", n_fits=len(group),
-                               cost=sum(f.cost(config) for f in group))
-                records.update(_learning_curve(config, group, seed))
+                text = (f"T={seq_len}, learning curve of {model_name(key[0], config)}"
+                        f", seed {seed}")
+                todo = [f for f, _ in to_fit([(f, seed) for f in group], text)]
+                if not todo:
+                    continue
+                progress.stage(text, n_fits=len(todo), cost=sum(f.cost(config) for f in todo))
+                keep(_learning_curve(config, todo, seed, pool=group[-1].n_train))
     return records
 
 
@@ -444,30 +487,32 @@ def _fit_population(config, fit, seed, lengths, steps):
     return scores, fit_s, time.perf_counter() - start - fit_s
 
 
-def _run_population(config, seq_len, fits, lengths, steps, progress):
-    """The population fits at ``seq_len``, every seed, in one ``Parallel`` run."""
-    jobs = sorted(((fit, seed) for fit in fits for seed in config.seeds()),
-                  key=lambda job: -job[0].cost(config))
+def _run_population(config, seq_len, jobs, lengths, steps, progress, keep):
+    """The population fits ``jobs`` (``(fit, seed)``) at ``seq_len``, in one ``Parallel``
+    run; ``keep({(fit, seed): record})`` is called as each returns, in order."""
+    jobs = sorted(jobs, key=lambda job: -job[0].cost(config))
     progress.stage(f"T={seq_len}, population", n_fits=len(jobs),
                    cost=sum(fit.cost(config) for fit, _ in jobs))
-    out = Parallel(n_jobs=config.n_jobs)(
+    out = Parallel(n_jobs=config.n_jobs, return_as="generator")(
         delayed(_fit_population)(config, fit, seed, lengths, steps) for fit, seed in jobs)
-    return {(fit, seed): _record(fit, config, seed, scores.__getitem__, fit_s, score_s,
-                                 lengths, steps)
-            for (fit, seed), (scores, fit_s, score_s) in zip(jobs, out)}
+    for (fit, seed), (scores, fit_s, score_s) in zip(jobs, out):
+        keep({(fit, seed): _record(fit, config, seed, scores.__getitem__, fit_s, score_s,
+                                   lengths, steps)})
 
 
-def _learning_curve(config, group, seed):
+def _learning_curve(config, group, seed, pool=None):
     """Records of the fits of one learning curve: nested subsets of one pool.
 
     ``group``: fits that differ only in ``n_train``. The pool is the
-    largest training set; each fit trains on its first ``n_train``
+    largest training set of the curve (``pool`` sequences, by default the
+    largest of ``group``: a resumed curve draws the same pool whichever of
+    its fits are left); each fit trains on its first ``n_train``
     sequences (``learning_curve`` without shuffling), with the same budget
     of steps, and is scored (R^2) on the pool's subset it trained on and on
     the held-out set of the seed.
     """
     T, sizes = group[0].seq_len, [f.n_train for f in group]
-    X, y = task(config, T, max(sizes), "pool", seed)
+    X, y = task(config, T, pool or max(sizes), "pool", seed)
     X_test, y_test = task(config, T, config.n_test, "test", seed)
     sizes_done, train, test, fit_s, score_s = learning_curve(
         group[0].estimator(config, seed), np.concatenate([X, X_test]),

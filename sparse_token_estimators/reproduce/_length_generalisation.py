@@ -24,7 +24,7 @@ from ._experiment import (
     spread,
     summarise,
 )
-from ._figures import band, powers_of_two_ticks, pyplot, task_title
+from ._figures import band, legend_beside, powers_of_two_ticks, pyplot, task_title
 from ._fits import Fit, model_name
 
 MODELS = ("paper", "ensemble", "fixed")
@@ -116,8 +116,8 @@ def length_axes(ax, cfg, summary, title):
     """Held-out R^2 against test length: the training length T marked, the
     named lengths (1T, 2T, ...) as ticks, the y range from the rows' bands."""
     T = cfg["seq_len"]
-    ax.axvline(T, color="gray", alpha=0.5)
-    ax.text(T, 0.02, " training length T", color="gray", fontsize=8)
+    # named in the legend: a label on the plot would sit on the curves
+    ax.axvline(T, color="gray", alpha=0.5, label="training length T")
     ax.axhline(0, color="black", linewidth=0.5)
     lengths = [T * f for f in cfg["length_factors"]]
     ax.set_xticks(lengths, [f"{L}\n({f}T)" for L, f in zip(lengths, cfg["length_factors"])])
@@ -131,7 +131,7 @@ def plot_length_generalisation(results):
     """
     plt = pyplot()
     cfg, section = results["config"], results["length_generalisation"]
-    fig, ax = plt.subplots(figsize=(7.5, 4))
+    fig, ax = plt.subplots(figsize=(10, 4), layout="constrained")
     for model in MODELS:
         rows = sorted((r for r in section["summary"] if r["model"] == model),
                       key=lambda r: r["length"])
@@ -140,8 +140,7 @@ def plot_length_generalisation(results):
     length_axes(ax, cfg, section["summary"],
                 title=f"Length generalisation, pe_dim={cfg['length_pe_dim']}\n"
                       f"({task_title(cfg)})")
-    ax.legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
+    legend_beside(ax)
     return fig
 
 
@@ -149,7 +148,7 @@ def plot_length_vs_pe_dim(results):
     """Held-out R^2 at 4T (and at T) against pe_dim, for one draw and the ensemble."""
     plt = pyplot()
     cfg, section = results["config"], results["length_generalisation"]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(10, 4), layout="constrained")
     for model in ("paper", "ensemble"):
         rows = sorted((r for r in section["by_pe_dim_summary"] if r["model"] == model),
                       key=lambda r: r["pe_dim"])
@@ -162,8 +161,7 @@ def plot_length_vs_pe_dim(results):
     powers_of_two_ticks(ax.xaxis, [r["pe_dim"] for r in section["by_pe_dim_summary"]])
     ax.set(xlabel="pe_dim (d_p)", ylabel="held-out R^2",
            title=f"Length generalisation against d_p\n({task_title(cfg)})")
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    legend_beside(ax)
     return fig
 
 

@@ -32,7 +32,16 @@ from ._experiment import (
     markdown_table,
     summarise,
 )
-from ._figures import SHORT, STYLES, band, powers_of_two_ticks, pyplot, task_title
+from ._figures import (
+    SHORT,
+    STYLES,
+    band,
+    legend_below,
+    legend_beside,
+    powers_of_two_ticks,
+    pyplot,
+    task_title,
+)
 from ._fits import Fit
 from ._width_separation import fcn_bound
 
@@ -178,7 +187,7 @@ def plot_population(results):
     """Held-out loss against width, population against fixed sample; the estimation gap."""
     plt = pyplot()
     cfg, section = results["config"], results["population"]
-    fig, (ax, ax_gap) = plt.subplots(1, 2, figsize=(11, 4.2),
+    fig, (ax, ax_gap) = plt.subplots(1, 2, figsize=(11, 5.6), layout="constrained",
                                      gridspec_kw={"width_ratios": [3, 2]})
     for model in MODELS:
         name = results["models"][model]["name"]
@@ -202,18 +211,17 @@ def plot_population(results):
             linestyle=":", label="FCN lower bound at width m (theory)")
     ax.set(xscale="log", yscale="log", xlabel="width (FCN: m; transformer: d + pe_dim)",
            ylabel="held-out loss (summed over d)",
-           title=f"Population (fresh sequences every epoch) against a fixed sample of "
+           title=f"Population (fresh sequences every epoch)\nagainst a fixed sample of "
                  f"{section['n_train']}")
     powers_of_two_ticks(ax.xaxis, widths)
-    ax.legend(fontsize=6, loc="lower left")
+    legend_below(fig, ax)
     ax_gap.axhline(0, color="black", linewidth=0.5)
     ax_gap.set_xscale("log")
     powers_of_two_ticks(ax_gap.xaxis, widths)
     ax_gap.set(xlabel="width", ylabel="fixed-sample - population loss (summed over d)",
                title="Estimation error")
-    ax_gap.legend(fontsize=7)
+    legend_beside(ax_gap)
     fig.suptitle(task_title(cfg), fontsize=9)
-    fig.tight_layout()
     return fig
 
 

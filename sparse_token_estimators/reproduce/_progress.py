@@ -91,6 +91,13 @@ class Progress:
     refresh : float, default=1.0
         Seconds between refreshes of the times while no fit finishes.
 
+    Attributes
+    ----------
+    done : int
+        Fits finished, those read back from records included.
+    resumed : int
+        Fits read back from a run's records (``resume``), not fitted.
+
     Examples
     --------
     >>> progress = Progress(total=3, enabled=False)  # enabled=True draws it
@@ -101,7 +108,7 @@ class Progress:
     """
 
     def __init__(self, total, enabled=True, refresh=1.0):
-        self.total, self.done, self.enabled = total, 0, enabled
+        self.total, self.done, self.resumed, self.enabled = total, 0, 0, enabled
         self._text, self._fit_cost, self._cost_done, self._cost_total = "", 0.0, 0.0, 0.0
         self._start = time.perf_counter()
         self._lock = threading.Lock()
@@ -133,6 +140,14 @@ class Progress:
         """Add ``cost`` to the estimated cost of the whole run."""
         self._cost_total += cost
 
+    def add(self, n_fits):
+        """Count ``n_fits`` more fits in the run (a search's, decided as it goes)."""
+        with self._lock:
+            self.total += n_fits
+            if self._bar is not None:
+                self._bar.total = self.total
+                self._bar.refresh()
+
     def stage(self, text, *, n_fits, cost):
         """Start a stage of ``n_fits`` fits that together cost about ``cost``."""
         with self._lock:
@@ -141,6 +156,23 @@ class Progress:
                 self._show()
             elif self.enabled:
                 self._line(f"{text}: {n_fits} fits")
+
+    def resume(self, n, cost, text):
+        """Count ``n`` fits read back from a run's records (costing ``cost`` to fit) as done.
+
+        They count in ``done`` but not in the estimate of time left, which
+        weighs only what this run fits.
+        """
+        with self._lock:
+            self.done += n
+            self.resumed += n
+            self._cost_total = max(self._cost_total - cost, 0.0)
+            self._text = f"{text}: {n} fits resumed from records"
+            if self._bar is not None:
+                self._bar.update(n)
+                self._show()
+            elif self.enabled:
+                self._line(self._text)
 
     def elapsed(self):
         return time.perf_counter() - self._start

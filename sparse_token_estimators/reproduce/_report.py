@@ -9,12 +9,13 @@ Telgarsky (NeurIPS 2023, arXiv:2306.02896).
 """
 
 import csv
-import json
+import io
 import math
 from pathlib import Path
 
+from . import _records
 from ._experiment import markdown_table, run_seeds
-from ._figures import save_figures
+from ._figures import figure_names, save_figures
 from ._registry import EXPERIMENTS
 from ._verdicts import FIXED_ON, THRESHOLDS, assess_claims
 
@@ -23,42 +24,72 @@ __all__ = ["THRESHOLDS", "assess_claims", "summary_markdown", "write_outputs"]
 
 def _write_csv(path, rows):
     fields = list(dict.fromkeys(k for row in rows for k in row))
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows({k: ";".join(map(str, v)) if isinstance(v, list) else v
-                          for k, v in row.items()} for row in rows)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=fields)
+    writer.writeheader()
+    writer.writerows({k: ";".join(map(str, v)) if isinstance(v, list) else v
+                      for k, v in row.items()} for row in rows)
+    _records.write_atomic(path, text.getvalue())
 
 
-def write_outputs(results, out_dir, *, plots=True):
-    """Write results.json, the CSV tables, the figures and summary.md; returns the paths.
+def write_outputs(results, out_dir, *, plots=True, about=None):
+    """Write results.json, the CSV tables, the figures, summary.md and manifest.json.
+
+    Every file is written atomically (a temporary file renamed over its
+    name). ``manifest.json`` comes first, listing what is about to be
+    written (``"complete": false``), and again last, with each file's size
+    (``"complete": true``): the files an earlier run listed there that this
+    one does not write (its figures, when ``plots=False``) are removed, so the
+    folder holds one run. Files no manifest lists are left alone.
+    results.json is strict JSON: a NaN or infinite number is ``null``, with
+    ``"<key>_missing"`` beside it saying why.
+
+    Parameters
+    ----------
+    results : dict
+        What ``run`` returned.
+    out_dir : str or Path
+        Created if missing.
+    plots : bool, default=True
+        Draw the figures (matplotlib).
+    about : dict or None, default=None
+        Written into the manifest (the command line records its command and
+        how many fits it resumed).
+
+    Returns
+    -------
+    paths : list of Path
+        Every file written, the manifest last.
 
     Examples
     --------
     >>> import tempfile
     >>> from sparse_token_estimators.reproduce import SMOKE, run
     >>> with tempfile.TemporaryDirectory() as out:
-    ...     names = sorted(p.name for p in write_outputs(run(SMOKE, progress=False), out,
-    ...                                                 plots=False))
-    >>> names[:3], len(names)
-    (['alignment.csv', 'architectures_critical.csv', 'architectures_lengths.csv'], 29)
+    ...     names = [p.name for p in write_outputs(run(SMOKE, progress=False), out,
+    ...                                            plots=False)]
+    >>> names[:2], names[-2:], len(names)
+    (['results.json', 'fits.csv'], ['summary.md', 'manifest.json'], 27)
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    written = [out / "results.json"]
-    written[0].write_text(json.dumps(results, indent=1, default=float))
     tables = {"fits.csv": results["fits"]}
     for experiment in EXPERIMENTS:
-        tables.update(experiment.tables(results))
+        if experiment.name in results:  # the experiments the run ran
+            tables.update(experiment.tables(results))
+    figures = figure_names(results) if plots else []
+    names = ["results.json", *tables, *figures, "summary.md"]
+    _records.begin_outputs(out, names)
+    written = [_records.write_atomic(out / "results.json", _records.dumps(results))]
     for name, rows in tables.items():
         _write_csv(out / name, rows)
         written.append(out / name)
     if plots:
         written += save_figures(results, out)
-    summary = out / "summary.md"
-    summary.write_text(summary_markdown(results, figures=plots))
-    written.append(summary)
-    return written
+    written.append(_records.write_atomic(out / "summary.md",
+                                         summary_markdown(results, figures=plots)))
+    _records.finish_outputs(out, [p.name for p in written], **(about or {}))
+    return written + [out / _records.MANIFEST]
 
 
 def _shown(verdict):
@@ -172,7 +203,7 @@ def summary_markdown(results, *, figures=True):
         for check in c["sanity_checks"]:
             lines.append(f"  Sanity check (guaranteed by the theory): {check['check']}: "
                          f"{'holds' if check['passed'] else 'FAILS'}.")
-    for experiment in EXPERIMENTS:
+    for experiment in (e for e in EXPERIMENTS if e.name in results):
         lines += ["", f"## {experiment.title}", ""] + experiment.summary(results)
     per_experiment, per_model = timing_rows(results)
     lines += ["", "## Where the time went", "",
@@ -189,6 +220,7 @@ def summary_markdown(results, *, figures=True):
         [[r["model_name"], r["seq_len"], r["data"], r["fits"], f"{r['cpu_s']:.0f}",
           f"{r['wall_s']:.0f}"] for r in per_model], ["l", "r", "l", "r", "r", "r"])
     if figures:
-        names = [name for experiment in EXPERIMENTS for name in experiment.figures()]
+        names = [name for experiment in EXPERIMENTS if experiment.name in results
+                 for name in experiment.figures()]
         lines += ["", "## Figures", ""] + [f"![{name[:-4]}]({name})" for name in names]
     return "\n".join(lines) + "\n"

@@ -19,6 +19,7 @@ from ..theory import (
 from ._config import QUICK
 from ._fits import MODELS, describe_models, run_fits
 from ._progress import Progress, count_finished_tasks
+from ._records import RecordStore, recording
 from ._registry import EXPERIMENTS
 from ._verdicts import FIXED_ON, RESOLUTION, THRESHOLDS, assess_claims
 
@@ -35,10 +36,23 @@ def _theory_references(config):
     }
 
 
+def selected(config):
+    """The experiments ``config`` runs (``config.experiments``; None: all), in order."""
+    if config.experiments is None:
+        return EXPERIMENTS
+    known = [e.name for e in EXPERIMENTS]
+    unknown = sorted(set(config.experiments) - set(known))
+    if unknown:
+        raise ValueError(f"experiments={tuple(config.experiments)!r} names {unknown}, which "
+                         f"the reproduction does not have; choose among {known}.")
+    return tuple(e for e in EXPERIMENTS if e.name in config.experiments)
+
+
 def planned_fits(config):
-    """``{fit: [names of the experiments that use it]}``: what ``run`` fits per seed."""
+    """``{fit: [names of the experiments that use it]}``: what ``run`` fits per seed
+    before the searches."""
     used_by = {}
-    for experiment in EXPERIMENTS:
+    for experiment in selected(config):
         for fit in experiment.fits(config):
             names = used_by.setdefault(fit, [])
             if experiment.name not in names:
@@ -58,9 +72,7 @@ def _fit_round(config, name, records, used_by, progress):
                 names.append(name)
         if new:
             # a search's fits are not known in advance: the total grows as it goes
-            progress.total += len(new) * config.n_seeds
-            if getattr(progress, "_bar", None) is not None:
-                progress._bar.total = progress.total
+            progress.add(len(new) * config.n_seeds)
             progress.plan(sum(f.cost(config) for f in new) * config.n_seeds)
             records.update(run_fits(config, new, progress))
         return {(f, s): records[f, s] for f in fits for s in config.seeds()}
@@ -68,7 +80,7 @@ def _fit_round(config, name, records, used_by, progress):
     return fit_round
 
 
-def run(config=QUICK, *, progress=True):
+def run(config=QUICK, *, progress=True, store=None):
     """Run every experiment over ``config.n_seeds`` seeds and assess the claims.
 
     Each distinct fit the experiments ask for is made once per seed (inside
@@ -81,6 +93,13 @@ def run(config=QUICK, *, progress=True):
     config : ReproductionConfig, default=QUICK
     progress : bool or Progress, default=True
         Show a progress display on stderr, advanced as each fit finishes.
+    store : str, path, RecordStore or None, default=None
+        An output folder (or its ``_records.RecordStore``): save each
+        finished fit in its ``records/``, and read back (not fit again)
+        those it holds, so a run killed part way continues where it stopped,
+        with the same numbers. A folder whose records were made with another
+        configuration is refused (``ValueError`` naming what differs). The
+        command line keeps them in ``--out``.
 
     Returns
     -------
@@ -101,6 +120,13 @@ def run(config=QUICK, *, progress=True):
     >>> [c["claim"] for c in results["claims"]][5:]
     ['width separation on the population']
     """
+    if store is not None and not isinstance(store, RecordStore):
+        store = RecordStore(store, config)
+    with recording(store):  # every run_fits of the run saves into ``store``
+        return _run(config, progress)
+
+
+def _run(config, progress):
     used_by = planned_fits(config)
     if not isinstance(progress, Progress):
         progress = Progress(len(used_by) * config.n_seeds, enabled=bool(progress))
@@ -109,7 +135,7 @@ def run(config=QUICK, *, progress=True):
     try:
         with count_finished_tasks(progress.advance):
             records = run_fits(config, used_by, progress)
-            for experiment in EXPERIMENTS:
+            for experiment in selected(config):
                 experiment.search(config, _fit_round(config, experiment.name, records,
                                                      used_by, progress))
     finally:
@@ -120,7 +146,7 @@ def run(config=QUICK, *, progress=True):
         "models": describe_models(config, [m for m in MODELS
                                            if any(f.model == m for f in used_by)]),
     }
-    for experiment in EXPERIMENTS:
+    for experiment in selected(config):
         results[experiment.name] = experiment.collect(config, records)
     results["fits"] = [
         {**{k: v for k, v in record.items() if k not in ("r2_by_length", "trace")},

@@ -32,7 +32,16 @@ when n d < ``MIN_R2_VALUES``: over two sequences it is no statistic.
 import math
 
 from ._experiment import Experiment, find, loglog_slope, markdown_table, summarise
-from ._figures import SHORT, STYLES, band, pyplot, task_title
+from ._figures import (
+    SHORT,
+    STYLES,
+    band,
+    legend_below,
+    legend_beside,
+    powers_of_two_ticks,
+    pyplot,
+    task_title,
+)
 from ._fits import Fit, model_name, training
 
 MODELS = ("paper", "ensemble", "fcn")
@@ -232,7 +241,8 @@ def plot_sample_complexity(results):
     plt = pyplot()
     cfg, section = results["config"], results["sample_complexity"]
     lens = sorted({r["seq_len"] for r in section["summary"]})
-    fig, axes = plt.subplots(1, len(lens) + 1, figsize=(3.6 * (len(lens) + 1), 3.8))
+    fig, axes = plt.subplots(1, len(lens) + 1, figsize=(3.8 * (len(lens) + 1) + 1.2, 4.6),
+                             layout="constrained")
     target = section["target_r2"]
     low = min(r["test_r2_mean"] - r["test_r2_sd"] for r in section["summary"])
     for ax, T in zip(axes, lens):
@@ -243,10 +253,17 @@ def plot_sample_complexity(results):
                  label=results["models"][model]["name"], errorbars=True)
         ax.axhline(target, color="gray", linestyle="--", alpha=0.6)
         ax.set_xscale("log")
+        # powers of two, every other one labelled where they would crowd
+        sizes = sorted({r["n_train"] for r in section["summary"] if r["seq_len"] == T})
+        powers_of_two_ticks(ax.xaxis, sizes)
+        labels = ax.xaxis.get_ticklabels()
+        step = max(1, math.ceil(len(labels) / 5))
+        for i, label in enumerate(labels):
+            label.set_visible(i % step == 0)
         ax.set(ylim=(max(-0.5, min(low, target) - 0.05), 1.02), title=f"T={T}",
                xlabel="training sequences n (same steps for every n)")
     axes[0].set_ylabel("held-out R^2")
-    axes[0].legend(fontsize=6, loc="lower right")
+    legend_below(fig, axes[0], ncol=3)
     ax = axes[-1]
     for model in MODELS:
         rows = sorted((r for r in section["minimal"] if r["model"] == model),
@@ -261,12 +278,11 @@ def plot_sample_complexity(results):
         ax.scatter([r["seq_len"] for r in missed], [max(r["grid"]) for r in missed],
                    marker="^", s=60, color=STYLES[model]["color"])
     ax.set(xscale="log", yscale="log", xlabel="T", ylabel=f"n* (held-out R^2 {target})",
-           title="n* against T\n(v: at or below the grid, ^: beyond it)")
+           title="n* against T\n(v: at or below the grid,\n^: beyond it)")
     ax.set_xticks(lens, [str(T) for T in lens])
     ax.minorticks_off()
-    ax.legend(fontsize=7)
+    legend_beside(ax)
     fig.suptitle(f"Sample complexity, measured ({task_title(cfg)})", fontsize=9)
-    fig.tight_layout()
     return fig
 
 

@@ -333,12 +333,17 @@ def _scaling(results, t, r):
               f"least {t['scaling_lens']} spanning {t['scaling_span']}x (e.g. T = 8, 16, 32, 64, "
               "128)")]
     for x in rows:
+        fitted = [p for p in s.get("summary", []) if p["seq_len"] == x["seq_len"]]
+        best = max(fitted, key=lambda p: p["val_r2_mean"], default=None)
+        advice = "lower scaling_pe_floor" if x["status"] == "at start" else (
+            f"the mean R^2 peaks at {best['val_r2_mean']:.3f} (pe_dim {best['value']}) and "
+            "falls at wider pe_dim: the training, not the width, sets it; train with "
+            "smaller or more steps" if best and best["value"] < max(p["value"] for p in fitted)
+            else "raise scaling_pe_stop")
         gates.append((x["status"] == "found" and x["ratio"] is not None
                       and x["ratio"] <= t["scaling_refine"] + 1e-9,
                       f"at T={x['seq_len']} pe_dim* is not bracketed ({x['status']}; fitted "
-                      f"{x['evaluated']}): "
-                      + ("lower scaling_pe_floor" if x["status"] == "at start"
-                         else "raise scaling_pe_stop")))
+                      f"{x['evaluated']}): {advice}"))
     gates.append(_doubling_gate(s["check"], "pe_dim*"))
     slope, (low, high) = s["slope"], s["slope_interval"]
     limit = t["scaling_max_slope"]

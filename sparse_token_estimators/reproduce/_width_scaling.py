@@ -30,7 +30,7 @@ import numpy as np
 from ..theory import transformer_pe_scale
 from ._bracket import BracketSearch, run_brackets
 from ._experiment import Experiment, fmt, loglog_slope, markdown_table, summarise
-from ._figures import STYLES, pyplot, task_title
+from ._figures import STYLES, legend_beside, pyplot
 from ._fits import Fit, model_name
 
 MODEL = "paper_scaling"
@@ -268,7 +268,7 @@ def plot_width_scaling(results):
     cfg, s = results["config"], results["width_scaling"]
     q = cfg["n_selected"]
     rows = [r for r in s["critical"] if r["star"] is not None]
-    fig, ax = plt.subplots(figsize=(8, 4.6))
+    fig, ax = plt.subplots(figsize=(10, 4.6), layout="constrained")
     if rows:
         lens = np.array([r["seq_len"] for r in rows], dtype=float)
         stars = np.array([r["star"] for r in rows], dtype=float)
@@ -287,15 +287,25 @@ def plot_width_scaling(results):
                 (ts, "T", ":")):
             ax.plot(ts, first * curve / curve[0], linestyle=style, color="gray",
                     label=f"{label}, scaled through the first point")
+    missed = [r for r in s["critical"] if r["star"] is None]
+    if missed:
+        ax.scatter([r["seq_len"] for r in missed], [r["lower"] for r in missed], marker="^",
+                   s=50, color="tab:blue", label="not reached up to this pe_dim")
+    if rows or missed:
+        every = sorted(r["seq_len"] for r in s["critical"])
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
-        ax.set_xticks(lens, [str(int(T)) for T in lens])
+        ax.set_xticks(every, [str(int(T)) for T in every])
     ax.set(xlabel="sequence length T", ylabel="pe_dim* (validation R^2 >= "
            f"{s['target_r2']})",
            title=f"Transformer width scaling, paper's model on the population\n"
-                 f"slope {fmt(s['slope'], '.2f')}{_interval(s)}\n({task_title(cfg)})")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
+                 f"slope {fmt(s['slope'], '.2f')}{_interval(s)}\n(d={cfg['token_dim']}, "
+                 f"q={q}; {cfg['n_seeds']} seeds)")
+    if ax.get_legend_handles_labels()[0]:  # nothing reached the target: no legend
+        legend_beside(ax)
+    else:
+        ax.text(0.5, 0.5, "no critical width found in this run", ha="center",
+                transform=ax.transAxes)
     return fig
 
 

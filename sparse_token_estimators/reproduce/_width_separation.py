@@ -25,7 +25,15 @@ from ._experiment import (
     markdown_table,
     summarise,
 )
-from ._figures import SHORT, STYLES, band, powers_of_two_ticks, pyplot, task_title
+from ._figures import (
+    SHORT,
+    STYLES,
+    band,
+    legend_beside,
+    powers_of_two_ticks,
+    pyplot,
+    task_title,
+)
 from ._fits import Fit
 
 MODELS = ("fcn", "paper", "ensemble")
@@ -133,7 +141,7 @@ def plot_width_separation(results):
     plt = pyplot()
     cfg, section = results["config"], results["width_separation"]
     summary = section["summary"]
-    fig, ax = plt.subplots(figsize=(10, 4.4))
+    fig, ax = plt.subplots(figsize=(10, 4.4), layout="constrained")
     for model in MODELS:
         rows = sorted((r for r in summary if r["model"] == model), key=lambda r: r["width"])
         if rows:
@@ -145,8 +153,8 @@ def plot_width_separation(results):
             color=STYLES["fcn"]["color"], linestyle="--",
             label="FCN lower bound at width m (theory)")
     threshold = cfg["seq_len"] * cfg["token_dim"]
-    ax.axvline(threshold, color="gray", alpha=0.5)
-    ax.text(threshold, _zero(cfg) * 1.05, " T*d", va="bottom", color="gray")
+    # named in the legend: a label on the plot would sit on the lines
+    ax.axvline(threshold, color="gray", alpha=0.5, label=f"T*d = {threshold}")
     ax.axhline(_zero(cfg), color="black", linestyle="--", alpha=0.4, label="predict 0")
     for w in judged_widths(cfg):
         ax.axvline(w, color=STYLES["paper"]["color"], alpha=0.15, linewidth=6)
@@ -156,8 +164,7 @@ def plot_width_separation(results):
            ylabel="held-out loss (summed over d)",
            title=f"Width separation ({task_title(cfg)})\nshaded: the widths judged, "
                  "d + pe_dim for q log T <= pe_dim <= 4 q log T")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
+    legend_beside(ax)
     return fig
 
 

@@ -1,0 +1,248 @@
+"""The package's files: atomic writes, and states read back with errors that say what was found.
+
+- ``write_files`` writes each file to a temporary file beside its target,
+  flushes and fsyncs it, and ``os.replace``-s it over the target only when
+  every file of the call is written: a crash, a kill or a full disk leaves
+  the old files or the new ones, never a torn one. A failure raises an
+  ``OSError`` (the errno's subclass) naming the path, the cause and the fix.
+- ``state_bytes`` / ``read_state`` serialise a state_dict with its metadata
+  in either format (torch: the state_dict's own ``_metadata[""]``, where
+  torch keeps each module's version; safetensors: its header's
+  ``__metadata__``), and refuse the wrong format, a damaged or foreign file
+  with what it is and what to do.
+"""
+
+import errno
+import hashlib
+import io
+import json
+import os
+import secrets
+
+import torch
+from skorch.history import History
+
+#: key of the metadata in a torch state_dict's ``_metadata[""]`` and in safetensors' header
+METADATA_KEY = "sparse_token_estimators"
+#: bytes per ``os.write`` call
+_CHUNK = 1 << 20
+
+
+# -- atomic writes ----------------------------------------------------------------
+
+
+def _save_error(exc, path, what):
+    """An ``OSError`` (subclass chosen by errno) naming ``path``, the cause and the fix."""
+    directory = os.path.dirname(os.path.abspath(path))
+    causes = {
+        errno.ENOSPC: ("the file system is full (no space left on the device)",
+                       "Free some space or save elsewhere"),
+        errno.EDQUOT: ("the disk quota is exceeded", "Free some space or save elsewhere"),
+        errno.EROFS: ("the file system is read-only", "Save into a writable directory"),
+        errno.EACCES: (f"the directory '{directory}' is not writable (permission denied)",
+                       "Save into a writable directory"),
+        errno.EISDIR: ("it is a directory",
+                       f"Pass a file path, e.g. '{os.path.join(path, 'params.pt')}'"),
+        errno.ENOENT: (f"the directory '{directory}' does not exist",
+                       "Create it first (os.makedirs) or save elsewhere"),
+        errno.ENOTDIR: ("a part of the path is a file, not a directory",
+                        "Pass a path inside a directory"),
+    }
+    causes[errno.EPERM] = causes[errno.EACCES]
+    cause, fix = causes.get(exc.errno, (exc.strerror or str(exc), "Save elsewhere"))
+    return OSError(exc.errno, f"Could not save {what} to '{os.fspath(path)}': {cause}. {fix}; "
+                              "nothing was written, the file there (if any) is unchanged.")
+
+
+def _write_fd(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view[:_CHUNK]):]
+
+
+def _fsync_dir(directory):
+    fd = os.open(directory or ".", os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _stage(path, data, what):
+    """Write ``data`` to a new temporary file beside ``path``, fsynced; return its path."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise _save_error(OSError(errno.EISDIR, "Is a directory"), path, what)
+    directory, name = os.path.split(path)
+    tmp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as exc:
+        raise _save_error(exc, path, what) from None
+    try:
+        _write_fd(fd, data)
+        os.fsync(fd)
+    except OSError as exc:
+        os.close(fd)
+        _remove_quietly(tmp)
+        raise _save_error(exc, path, what) from None
+    os.close(fd)
+    return tmp
+
+
+def _remove_quietly(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def write_files(items):
+    """Write ``[(path, data, what), ...]`` atomically, all or none.
+
+    Every file is first written in full to a temporary file beside its
+    target and fsynced; only when all are written are they ``os.replace``-d
+    over their targets (and the directories fsynced). A failure while
+    writing removes the temporary files and raises the ``OSError`` of
+    ``_save_error``: no target has changed.
+    """
+    staged = []
+    try:
+        for path, data, what in items:
+            staged.append((_stage(path, data, what), os.fspath(path)))
+    except BaseException:
+        for tmp, _ in staged:
+            _remove_quietly(tmp)
+        raise
+    for tmp, path in staged:
+        os.replace(tmp, path)
+    for directory in {os.path.dirname(path) for _, path in staged}:
+        _fsync_dir(directory)
+
+
+def digest(data):
+    """sha256 of ``data``, as hex."""
+    return hashlib.sha256(data).hexdigest()
+
+
+# -- reading and writing states -----------------------------------------------------
+
+
+def is_path(f):
+    return isinstance(f, (str, os.PathLike))
+
+
+def read_bytes(f, what):
+    """The bytes of ``f`` (a path or a file object), with a clear error if it cannot be read."""
+    if not is_path(f):
+        return f.read()
+    if os.path.isdir(f):
+        raise IsADirectoryError(errno.EISDIR, f"{what} '{os.fspath(f)}' is a directory, not a "
+                                "file: pass the path of the file saved by save_params.")
+    with open(f, "rb") as file:
+        return file.read()
+
+
+def _safetensors_header(data):
+    """The JSON header of a safetensors file, or None if ``data`` is not one."""
+    if len(data) < 10:
+        return None
+    size = int.from_bytes(data[:8], "little")
+    if size > len(data) - 8 or data[8:9] != b"{":
+        return None
+    try:
+        return json.loads(data[8:8 + size])
+    except ValueError:
+        return None
+
+
+def _what_it_is(data):
+    """What ``data`` looks like, for error messages."""
+    if not data:
+        return "an empty file (0 bytes)"
+    if data[:4] == b"PK\x03\x04":
+        return "a torch file (a zip archive)"
+    if _safetensors_header(data) is not None:
+        return "a safetensors file"
+    if data[:1] == b"\x80" and data[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        return "a pickle"
+    if data.lstrip()[:1] in (b"[", b"{"):
+        return "a JSON file (a history? pass it as f_history)"
+    return f"neither a torch nor a safetensors file (it starts with {data[:8]!r})"
+
+
+def state_bytes(state_dict, use_safetensors, metadata=None):
+    """Serialise a state_dict (with ``metadata``, a JSON-able dict, if given)."""
+    text = None if metadata is None else json.dumps(metadata, sort_keys=True)
+    if use_safetensors:
+        from safetensors.torch import save
+
+        try:
+            return save(state_dict, metadata=None if text is None else
+                        {"format": "pt", METADATA_KEY: text})
+        except ValueError as exc:
+            raise ValueError(
+                "Safetensors can only store tensors, not generic Python objects (as e.g. "
+                "optimizer states). Save those without use_safetensors=True."
+            ) from exc
+    if text is not None:
+        state_dict._metadata[""] = {**state_dict._metadata.get("", {}), METADATA_KEY: text}
+    buffer = io.BytesIO()
+    torch.save(state_dict, buffer)
+    return buffer.getvalue()
+
+
+def read_state(data, what, use_safetensors, torch_load_kwargs=None):
+    """Decode a state saved by ``state_bytes``: ``(state_dict, metadata or None)``.
+
+    A file of the other format, random bytes or a truncated file raise a
+    ``ValueError`` naming the file, what it holds and what to do.
+    """
+    found = _what_it_is(data)
+    if use_safetensors:
+        header = _safetensors_header(data)
+        if header is None:
+            hint = ("pass use_safetensors=False" if found.startswith("a torch")
+                    else "pass the file written by save_params(..., use_safetensors=True)")
+            raise ValueError(f"{what} is not a safetensors file: it is {found}. Nothing was "
+                             f"loaded. To load it, {hint}.")
+        from safetensors.torch import load
+
+        state = load(bytes(data))
+        text = (header.get("__metadata__") or {}).get(METADATA_KEY)
+    else:
+        kwargs = dict(torch_load_kwargs or {"weights_only": True})
+        try:
+            state = torch.load(io.BytesIO(data), map_location="cpu", **kwargs)
+        except Exception as exc:  # torch raises many kinds, none naming the file
+            if found == "a safetensors file":
+                found, hint = f"it is {found}", "To load it, pass use_safetensors=True"
+            elif found.startswith("a torch"):
+                cause = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                found = f"it is {found} that torch cannot read ({cause})"
+                hint = "It is damaged or truncated, or needs torch_load_kwargs: save it again"
+            else:
+                found, hint = f"it is {found}", "Pass the file written by save_params"
+            raise ValueError(f"{what} could not be read as a torch file: {found}. Nothing was "
+                             f"loaded. {hint}.") from None
+        meta = getattr(state, "_metadata", None) or {}
+        text = (meta.get("") or {}).get(METADATA_KEY)
+    if not isinstance(state, dict):
+        raise ValueError(f"{what} holds a {type(state).__name__}, not a state_dict. Nothing "
+                         "was loaded. Pass a file written by save_params.")
+    return state, None if text is None else json.loads(text)
+
+
+def history_bytes(history):
+    return json.dumps(history.to_list()).encode()
+
+
+def read_history(data, what):
+    try:
+        rows = json.loads(data)
+    except ValueError:
+        rows = None
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise ValueError(f"{what} is not a history file: it is {_what_it_is(data)}. Nothing "
+                         "was loaded. Pass the f_history file written by save_params.")
+    return History(rows)

@@ -1,0 +1,420 @@
+"""Saving and loading: weights that say what made them, all-or-nothing loads, atomic writes.
+
+- **Metadata.** A weights file (``f_params``) records the estimator class, the
+  parameters that shape its module (every *structural* parameter of
+  ``_params.GROUPS``, with the sizes the module was built with) and the
+  format version: in a torch file under ``METADATA_KEY`` in the state_dict's
+  own metadata (``state_dict._metadata[""]``, where torch keeps each module's
+  version, so the file is still a plain state_dict), in a safetensors file in
+  its ``__metadata__`` header. An estimator of another architecture declares
+  nothing more: its structural parameters are its metadata.
+- **Loads are transactional.** ``load_params`` reads every file into memory,
+  decodes it, checks the metadata against the estimator's parameters, the
+  keys and shapes against its module and optimizer, and only then applies
+  them; if applying fails, everything is put back.
+- **Writes are atomic** (``_files.write_files``): a crash, a kill or a full
+  disk leaves the old file or the new one; a failed save raises an
+  ``OSError`` that names the path, the cause and the fix.
+"""
+
+import copy
+import errno
+import inspect
+import os
+
+import torch
+from skorch.exceptions import NotInitializedError
+
+from . import _params
+from ._device import generator_on, resolve_device
+from ._files import (
+    METADATA_KEY,
+    history_bytes,
+    is_path,
+    read_bytes,
+    read_history,
+    read_state,
+    state_bytes,
+    write_files,
+)
+
+#: format of the metadata written with weights and of checkpoint manifests
+FORMAT_VERSION = 1
+#: what ``__getstate__`` writes: 2 since the fitted state holds the parameters
+#: the module was built with and the module its prediction seed (0.1.0: 1)
+_PICKLE_FORMAT = 2
+
+
+# -- metadata ------------------------------------------------------------------------
+
+
+def _plain(value):
+    """A JSON-able stand-in for a parameter value (a class by its qualified name)."""
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if inspect.isclass(value):
+        return f"{value.__module__}.{value.__qualname__}"
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return repr(value)
+
+
+def _signature(values):
+    return ", ".join(f"{name}={value!r}" for name, value in values.items())
+
+
+class PersistenceMixin:
+    """Saving, loading and pickling for the estimators (mix in before ``NeuralNet``).
+
+    What it needs from the estimator: skorch's ``NeuralNet`` (``get_params``,
+    ``initialize``, ``initialized_``, ``history``), the fitted sizes as
+    attributes ``<size>_`` (``token_dim_``, ``seq_len_``), and
+    ``_structure_changes()`` (non-empty when the parameters no longer match the
+    built module, which ``load_params`` then rebuilds). Metadata follows from
+    the parameters: the structural ones (``_params.GROUPS``) are checked at
+    load, the other module parameters (``_module_params``) are recorded.
+    """
+
+    # -- metadata -------------------------------------------------------------------
+
+    def _weights_metadata(self):
+        """What makes the module: class, structural parameters, sizes, format.
+
+        A size left at None (learned at fit) is the one the module was built with.
+        """
+        params = self.get_params(deep=False)
+        checked = {}
+        for name, value in params.items():
+            if not _params.is_structural(name):
+                continue
+            if value is None:
+                value = self.__dict__.get(name + "_")
+            checked[name] = _plain(value)
+        recorded = {name: _plain(params[name]) for name in getattr(self, "_module_params", ())
+                    if name in params and name not in checked}
+        if "seq_len" not in checked and self.__dict__.get("seq_len_") is not None:
+            recorded["seq_len"] = self.seq_len_  # the length trained on
+        from . import __version__
+
+        return {"format": FORMAT_VERSION, "estimator": type(self).__name__,
+                "version": __version__, "params": checked, "recorded": recorded}
+
+    def _check_metadata(self, saved, what):
+        """Refuse weights whose metadata differs from this estimator's parameters."""
+        if not isinstance(saved, dict) or not isinstance(saved.get("params"), dict):
+            raise ValueError(f"{what} has metadata under '{METADATA_KEY}' that this package "
+                             "did not write. Nothing was loaded. Pass a file written by "
+                             "save_params.")
+        if saved.get("format", 0) > FORMAT_VERSION:
+            raise ValueError(
+                f"{what} was written by a newer sparse_token_estimators "
+                f"({saved.get('version')}, format {saved['format']}); this version reads "
+                f"format {FORMAT_VERSION}. Nothing was loaded. Upgrade the package to load it."
+            )
+        ours = self._weights_metadata()
+        kind, mine = saved.get("estimator"), type(self).__name__
+        differences, fix = [], {}
+        if kind != mine:  # every parameter differs: name the kind, construct it whole
+            differences.append(f"estimator: saved {kind}, this is a {mine}")
+            fix = {name: value for name, value in saved["params"].items() if name != "module"}
+        else:
+            names = [*saved["params"], *(n for n in ours["params"] if n not in saved["params"])]
+            for name in names:
+                old = saved["params"].get(name, "(none)")
+                new = ours["params"].get(name, "(none)")
+                if old != new:
+                    differences.append(f"{name}: saved {old!r}, this estimator {new!r}")
+                    if name in saved["params"]:
+                        fix[name] = old
+        if not differences:
+            return
+        construct = f"{kind}({_signature(fix)})"
+        raise ValueError(
+            f"Cannot load {what} into this {mine}: the weights were saved by a {kind} with "
+            f"other parameters:\n  " + "\n  ".join(differences) + "\nNothing was loaded; the "
+            f"estimator is unchanged. Construct {construct} (with your other parameters) and "
+            "call initialize() before load_params" + (
+                f", or call set_params({_signature(fix)}) on this one and load again."
+                if kind == mine else ".")
+        )
+
+    # -- saving ----------------------------------------------------------------------
+
+    def _component(self, key, action):
+        """The module, criterion or optimizer that ``f_<name>`` names."""
+        name = "module" if key in ("f_params", "f_module") else key[2:]
+        component = getattr(self, name + "_", None)
+        if component is None or not hasattr(component, "state_dict"):
+            if not self.initialized_:
+                raise NotInitializedError(
+                    f"Cannot {action} the state of an un-initialized {type(self).__name__}. "
+                    "Build its module first: call initialize() (with the sizes given, e.g. "
+                    "token_dim=...) or fit(X, y)."
+                )
+            raise AttributeError(
+                f"{action}_params got {key}, but this {type(self).__name__} has no "
+                f"{name}_ module or optimizer to {action}: check the name for typos."
+            )
+        return component
+
+    def _file_keys(self, caller, kwargs):
+        for key in kwargs:
+            if not key.startswith("f_"):
+                raise TypeError(f"{caller} got an unexpected argument '{key}', did you mean "
+                                f"'f_{key}'?")
+            if key == "f_pickle":
+                raise TypeError(f"{caller} does not take f_pickle; pickle the whole "
+                                "estimator with pickle.dump(est, file) instead.")
+        if kwargs.get("f_params") is not None and kwargs.get("f_module") is not None:
+            raise TypeError(f"{caller} called with both f_params and f_module, please "
+                            "choose one")
+        return {key: value for key, value in kwargs.items() if value is not None}
+
+    def state_files(self, files, use_safetensors=False):
+        """``{f_key: bytes}``: what ``save_params(**files)`` writes, serialised in memory."""
+        out = {}
+        for key in files:
+            if key == "f_history":
+                out[key] = history_bytes(self.history)
+                continue
+            component = self._component(key, "save")
+            metadata = None
+            if key in ("f_params", "f_module"):
+                changes = self._structure_changes()
+                if changes:
+                    what = ", ".join(f"{name} {old!r} -> {new!r}" for name, old, new in changes)
+                    raise ValueError(
+                        f"Cannot save the weights of this {type(self).__name__}: its "
+                        f"parameters changed since its module was built ({what}), so they "
+                        "no longer say what made the weights. Set them back, or fit, "
+                        "before saving."
+                    )
+                metadata = self._weights_metadata()
+            out[key] = state_bytes(component.state_dict(), use_safetensors, metadata)
+        return out
+
+    def save_params(self, f_params=None, f_optimizer=None, f_criterion=None, f_history=None,
+                    use_safetensors=False, **kwargs):
+        """Save the weights, optimizer, criterion and history, each file atomically.
+
+        As skorch's ``save_params``, and: the weights file records what made
+        it (the estimator class, its structural parameters and sizes, a
+        format version), so that ``load_params`` can refuse weights of
+        another model; each file is written to a temporary file beside it,
+        fsynced and moved over the target only once every file of the call
+        is written, so a crash or a full disk leaves the old files; a failed
+        write raises an ``OSError`` naming the path and the cause.
+        """
+        files = self._file_keys("save_params", dict(
+            f_params=f_params, f_optimizer=f_optimizer, f_criterion=f_criterion,
+            f_history=f_history, **kwargs))
+        if not files:
+            if self.verbose:
+                print("Nothing to save")
+            return
+        data = self.state_files(files, use_safetensors)  # everything serialised first
+        names = {"f_params": "the weights (f_params)", "f_module": "the weights (f_module)",
+                 "f_history": "the history (f_history)"}
+        write_files([(files[key], data[key], names.get(key, key)) for key in files
+                     if is_path(files[key])])
+        for key, f in files.items():
+            if not is_path(f):  # a file object: written as given, not atomic
+                f.write(data[key])
+
+    # -- loading ---------------------------------------------------------------------
+
+    def _sources(self, checkpoint, files):
+        """``{f_key: (what, bytes)}`` to load, every file read into memory."""
+        sources, formats = {}, {}
+        if checkpoint is not None:
+            saved = checkpoint.saved_files() if hasattr(checkpoint, "saved_files") else None
+            if saved is None:  # skorch's own Checkpoint, or one written before manifests
+                sources = self._legacy_checkpoint(checkpoint)
+            else:
+                sources = {key: (what, data) for key, (what, data) in saved["files"].items()
+                           if key != "f_pickle"}
+                formats = dict.fromkeys(sources, saved["use_safetensors"])
+        for key, f in files.items():
+            sources[key] = (f"{key} '{os.fspath(f)}'" if is_path(f) else key,
+                            read_bytes(f, key))
+            formats.pop(key, None)
+        return sources, formats
+
+    def _legacy_checkpoint(self, checkpoint):
+        # skorch's route: the history names the epoch whose files to load
+        what = f"f_history '{checkpoint.f_history_}'"
+        sources = {}
+        if checkpoint.f_history is not None:
+            try:
+                sources["f_history"] = (what, read_bytes(checkpoint.f_history_, "f_history"))
+            except FileNotFoundError:
+                raise FileNotFoundError(
+                    errno.ENOENT, f"No checkpoint to load: neither a manifest nor {what} "
+                    "exists (no epoch was checkpointed yet, or dirname is another one)."
+                ) from None
+        live = self.__dict__.get("history_")
+        if "f_history" in sources:
+            self.history_ = read_history(sources["f_history"][1], what)
+        try:
+            named = checkpoint.get_formatted_files(self)
+        finally:
+            self.history_ = live
+        for key, f in named.items():
+            if f is not None and key not in ("f_history", "f_pickle"):
+                sources[key] = (f"{key} '{f}'", read_bytes(f, key))
+        return sources
+
+    def load_params(self, f_params=None, f_optimizer=None, f_criterion=None, f_history=None,
+                    checkpoint=None, use_safetensors=False, **kwargs):
+        """Load weights, optimizer, criterion and history: all of them, or nothing.
+
+        As skorch's ``load_params``, and: every file is read and checked
+        before anything changes, weights whose recorded parameters differ
+        from this estimator's are refused with each difference and the fix
+        named (weights saved without a record, by 0.1.0, are checked by
+        their keys and shapes), and if applying fails the estimator is put
+        back as it was. ``checkpoint`` may be a
+        :class:`~sparse_token_estimators.checkpoints.Checkpoint` or
+        ``TrainEndCheckpoint`` (its manifest names the files of one epoch, in
+        the format they were saved in) or skorch's own ``Checkpoint``. If a
+        structural parameter changed since the module was built, the module
+        is rebuilt from the current parameters first.
+        """
+        # skorch reads self.device while it loads: resolved in this call only
+        with self._device_scope():
+            files = self._file_keys("load_params", dict(
+                f_params=f_params, f_optimizer=f_optimizer, f_criterion=f_criterion,
+                f_history=f_history, **kwargs))
+            if checkpoint is None and not self.initialized_ and files:
+                self._component(next(iter(files)), "load")  # skorch's "initialize first"
+            sources, formats = self._sources(checkpoint, files)
+            if not sources:
+                if self.verbose:
+                    print("Nothing to load")
+                return
+            decoded = {}
+            for key, (what, data) in sources.items():
+                if key == "f_history":
+                    decoded[key] = read_history(data, what)
+                else:
+                    decoded[key] = read_state(data, what, formats.get(key, use_safetensors),
+                                              self.torch_load_kwargs)
+            for key in ("f_params", "f_module"):
+                if key in decoded and decoded[key][1] is not None:
+                    self._check_metadata(decoded[key][1], sources[key][0])
+            snapshot = dict(self.__dict__)
+            backups = {}
+            try:
+                if not self.initialized_ or self._structure_changes():
+                    self.initialize()
+                targets = {key: self._component(key, "load")
+                           for key in decoded if key != "f_history"}
+                for key, component in targets.items():
+                    _check_fits(component, decoded[key][0], sources[key][0], self)
+                for key, component in targets.items():
+                    backups[key] = (component, copy.deepcopy(component.state_dict()))
+                    component.load_state_dict(decoded[key][0])
+                if "f_history" in decoded:
+                    self.history = decoded["f_history"]
+            except BaseException:
+                for component, state in backups.values():
+                    component.load_state_dict(state)
+                self.__dict__.clear()
+                self.__dict__.update(snapshot)
+                raise
+
+    # -- pickling --------------------------------------------------------------------
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state["_pickle_format_"] = _PICKLE_FORMAT
+        rng = state.pop("torch_rng_", None)
+        if rng is not None:
+            state["_torch_rng_state_"] = (rng.device.type, rng.get_state())
+        return state
+
+    def __setstate__(self, state):
+        if state.pop("_pickle_format_", 1) < _PICKLE_FORMAT:
+            self._upgrade_state(state)
+        requested = state["device"]
+        state["device"] = resolve_device(requested) if requested == "auto" else requested
+        rng_state = state.pop("_torch_rng_state_", None)
+        super().__setstate__(state)
+        if requested == "auto":
+            self.__dict__["device"] = "auto"
+        if rng_state is not None:
+            self.torch_rng_ = generator_on(*rng_state, resolve_device(self.device))
+
+    def _upgrade_state(self, state):
+        """Read a pickle of 0.1.0, whose fitted state this version cannot use."""
+        if state.get("initialized_"):
+            raise ValueError(
+                f"This {type(self).__name__} was pickled fitted by "
+                "sparse_token_estimators 0.1.0, whose fitted state (the module, the "
+                "saved prediction seed, the parameters it was built with) this "
+                "version does not read. Refit it from its parameters, or load its "
+                "weights into an estimator built with the same parameters and "
+                "random_state (see the 0.1.0 entry of CHANGELOG.md)."
+            )
+        # Unfitted: only parameters, and those added since take their defaults.
+        for name, param in inspect.signature(type(self).__init__).parameters.items():
+            if param.default is not param.empty:
+                state.setdefault(name, param.default)
+
+
+def _shape(value):
+    return tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+
+
+def _check_fits(component, state, what, net):
+    """Refuse ``state`` if its keys or shapes do not fit ``component``; change nothing."""
+    if isinstance(component, torch.optim.Optimizer):
+        return _check_optimizer_fits(component, state, what)
+    expected = component.state_dict()
+    missing = [key for key in expected if key not in state]
+    unexpected = [key for key in state if key not in expected]
+    shapes = [f"{key}: saved {_shape(state[key])}, this module {_shape(expected[key])}"
+              for key in expected if key in state and _shape(state[key]) != _shape(expected[key])]
+    if not (missing or unexpected or shapes):
+        return
+    found = [f"missing keys {missing}"] if missing else []
+    found += [f"unexpected keys {unexpected}"] if unexpected else []
+    found += [f"shapes differ ({'; '.join(shapes)})"] if shapes else []
+    raise ValueError(
+        f"Cannot load {what} into this {type(net).__name__}: it does not fit its "
+        f"{type(component).__name__}: {', '.join(found)}. The file records no parameters "
+        "(saved by sparse_token_estimators 0.1.0, skorch or another program). Nothing was "
+        "loaded; the estimator is unchanged. Construct the estimator with the parameters "
+        "these weights were trained with (positional_encoding, pe_dim, max_seq_len, "
+        "output_map, hidden_width, ... as the keys and shapes above suggest), call "
+        "initialize() and load again; then save_params records them."
+    )
+
+
+def _check_optimizer_fits(optimizer, state, what):
+    groups = optimizer.state_dict()["param_groups"]
+    saved = state.get("param_groups") if isinstance(state, dict) else None
+    problem = None
+    if not isinstance(saved, list) or "state" not in state:
+        problem = "it is not an optimizer state (no param_groups / state)"
+    elif [len(g["params"]) for g in saved] != [len(g["params"]) for g in groups]:
+        problem = (f"it has {[len(g['params']) for g in saved]} parameters per group, this "
+                   f"optimizer {[len(g['params']) for g in groups]}")
+    elif any(set(a) != set(b) for a, b in zip(saved, groups)):
+        problem = (f"its settings {sorted(set(saved[0]) - {'params'})} are those of another "
+                   f"optimizer than this {type(optimizer).__name__} "
+                   f"({sorted(set(groups[0]) - {'params'})})")
+    else:
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        ids = [i for group in saved for i in group["params"]]
+        for index, param in zip(ids, params):
+            for name, value in state["state"].get(index, {}).items():
+                if isinstance(value, torch.Tensor) and value.dim() and value.shape != param.shape:
+                    problem = (f"its {name} of parameter {index} has shape "
+                               f"{tuple(value.shape)}, the parameter {tuple(param.shape)}")
+    if problem:
+        raise ValueError(
+            f"Cannot load {what} into this {type(optimizer).__name__}: {problem}. Nothing was "
+            "loaded; the estimator is unchanged. Load the optimizer state saved with these "
+            "weights, with the same optimizer class."
+        )

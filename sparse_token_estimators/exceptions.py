@@ -1,0 +1,23 @@
+"""The package's warnings and errors."""
+
+
+class CheckpointWarning(UserWarning):
+    """A checkpoint could not be saved during ``fit``; training went on.
+
+    Issued by :class:`~sparse_token_estimators.checkpoints.Checkpoint` (and
+    ``TrainEndCheckpoint``) at every verbosity, with the path and the cause;
+    the previous checkpoint is left as it was and still loads. To stop
+    training instead, turn it into an error:
+    ``warnings.simplefilter("error", CheckpointWarning)``.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error", CheckpointWarning)
+    ...     try:
+    ...         warnings.warn("disk full", CheckpointWarning)
+    ...     except CheckpointWarning as exc:
+    ...         print("stopped:", exc)
+    stopped: disk full
+    """

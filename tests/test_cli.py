@@ -1,0 +1,302 @@
+"""The command line before, during and after a run: checked first, resumable, never mixed.
+
+Every bad argument is a usage error (exit status 2) naming it before any fit;
+a run killed with SIGKILL and run again gives the results of an uninterrupted
+run; the output folder holds one run, its results.json strict JSON.
+"""
+
+import errno
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparse_token_estimators import __main__ as cli
+from sparse_token_estimators import reproduce
+from sparse_token_estimators.reproduce import SMOKE, _records, _run
+from sparse_token_estimators.reproduce._fits import Fit
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: keys that hold times, which differ between runs of the same numbers
+TIMES = ("fit_s", "score_s", "fit_cpu_s", "elapsed_s")
+
+
+def _refuse_nan(name):
+    raise ValueError(f"not strict JSON: {name}")
+
+
+def _without_times(value):
+    if isinstance(value, dict):
+        return {k: _without_times(v) for k, v in value.items()
+                if not any(k == t or k.startswith(t + "_") for t in TIMES)}
+    if isinstance(value, list):
+        return [_without_times(v) for v in value]
+    return value
+
+
+@pytest.fixture
+def no_fit(monkeypatch):
+    """Fail the test if any fit starts."""
+    def run_fits(*args, **kwargs):
+        raise AssertionError("a fit ran before the arguments were checked")
+
+    monkeypatch.setattr(_run, "run_fits", run_fits)
+
+
+@pytest.fixture
+def smoke_scale(monkeypatch):
+    monkeypatch.setitem(reproduce.SCALES, "quick", SMOKE)
+
+
+def _usage_error(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main([*argv, "--no-plots", "--no-progress"])
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--scale", "huge"], "invalid choice"),
+    (["--n-selected", "12", "--seq-len", "10"], "n_selected must be between 1 and seq_len"),
+    (["--n-jobs", "0"], "argument --n-jobs: 0 fits in parallel has no meaning"),
+    (["--seed", "-1"], "argument --seed: expected an integer >= 0; got -1"),
+    (["--seed", "4294967296"], "argument --seed: seeds are 0 to 2**32 - 1"),
+    (["--seed", "4294967295", "--seeds", "2"], "seed must be between 0 and 2**32 - 1"),
+    (["--seq-len", "1", "--n-selected", "1"], "--seq-len/--n-selected: n_selected must be "
+                                              "between 1 and seq_len - 1"),
+    (["--seq-len", "4", "--n-selected", "4"], "got n_selected=4 with seq_len=4"),
+    (["--n-samples", "0"], "argument --n-samples: expected an integer >= 1; got 0"),
+    (["--seeds", "two"], "argument --seeds: expected an integer >= 1; got 'two'"),
+    (["--device", "tpu"], "--device: device must be"),
+])
+def test_bad_arguments_are_usage_errors_before_any_fit(argv, message, no_fit, smoke_scale,
+                                                       tmp_path, capsys):
+    out = tmp_path / "out"
+    assert message in _usage_error([*argv, "--out", str(out)], capsys)
+    assert not out.exists()  # nothing written for a refused command
+
+
+def test_out_under_a_regular_file_is_refused_before_any_fit(no_fit, tmp_path, capsys):
+    (tmp_path / "file").write_text("a file")
+    err = _usage_error(["--out", str(tmp_path / "file" / "out")], capsys)
+    assert "argument --out: cannot write into" in err and "Not a directory" in err
+    err = _usage_error(["--out", str(tmp_path / "file")], capsys)
+    assert "argument --out: cannot write into" in err
+    assert (tmp_path / "file").read_text() == "a file"
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0,
+                    reason="permissions do not bind root")
+def test_read_only_out_is_refused_before_any_fit(no_fit, tmp_path, capsys):
+    tmp_path.chmod(0o500)
+    try:
+        err = _usage_error(["--out", str(tmp_path / "out")], capsys)
+    finally:
+        tmp_path.chmod(0o700)
+    assert "argument --out: cannot write into" in err and "Permission denied" in err
+
+
+def test_out_on_a_read_only_file_system_is_refused_before_any_fit(no_fit, tmp_path, capsys,
+                                                                  monkeypatch):
+    # the machines that run the suite run it as root, where permissions bind
+    # nothing: a read-only file system, as the kernel reports it to a write
+    original = Path.write_text
+
+    def write_text(path, *args, **kwargs):
+        if path.parent == tmp_path / "out":
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return original(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    err = _usage_error(["--out", str(tmp_path / "out")], capsys)
+    assert "argument --out: cannot write into" in err and "Read-only file system" in err
+    assert not (tmp_path / "out").exists()  # the folder it made for the run is gone
+
+
+def test_an_unreachable_scheduler_is_refused_before_any_fit(no_fit, tmp_path, capsys):
+    pytest.importorskip("distributed")
+    # port 9 (discard) on the loopback: nothing listens there
+    err = _usage_error(["--out", str(tmp_path), "--scheduler", "tcp://127.0.0.1:9"], capsys)
+    assert "argument --scheduler: nothing accepts a connection at tcp://127.0.0.1:9" in err
+    err = _usage_error(["--out", str(tmp_path), "--scheduler", "127.0.0.1"], capsys)
+    assert "is not an address such as tcp://host:8786" in err
+
+
+def test_a_folder_of_other_files_is_refused(no_fit, tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    err = _usage_error(["--out", str(tmp_path)], capsys)
+    assert "holds 1 file(s) that no run wrote (notes.txt" in err
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_another_configurations_records_are_refused(smoke_scale, tmp_path, capsys,
+                                                    monkeypatch):
+    _records.RecordStore(tmp_path, SMOKE)
+    monkeypatch.setattr(_run, "run_fits", lambda *a, **k: pytest.fail("a fit ran"))
+    err = _usage_error(["--out", str(tmp_path), "--seed", "3"], capsys)
+    assert "another configuration (seed: saved 0, asked 3)" in err
+    assert "another --out, or pass --fresh" in err
+    err = _usage_error(["--out", str(tmp_path), "--n-samples", "48", "--seeds", "1"], capsys)
+    assert "n_samples: saved 64, asked 48" in err and "n_seeds: saved 2, asked 1" in err
+    # n_jobs changes how the fits run, not their numbers: resumable
+    store = cli._open_out(cli.build_parser(), cli.build_parser().parse_args(
+        ["--out", str(tmp_path), "--n-jobs", "2"]), SMOKE)
+    assert len(store) == 0
+
+
+def test_records_round_trip_exactly(smoke_results, tmp_path):
+    store = _records.RecordStore(tmp_path, SMOKE)
+    fit, record = Fit("paper", 4, SMOKE.seq_len), {
+        "test_r2": 0.1 + 0.2, "fit_cpu_s": math.nan, "big": -math.inf, "n": 3,
+        "r2_by_length": {2: 0.5, 16: math.nan}, "trace": [{"step": 0, "alignment": 0.0}]}
+    store.put(SMOKE, fit, 0, record)
+    back = _records.RecordStore(tmp_path, SMOKE).get(SMOKE, fit, 0)
+    assert repr(back) == repr(record)  # NaN included, int keys and types kept
+    assert store.get(SMOKE, fit, 1) is None
+    assert store.get(reproduce.with_sizes(SMOKE, n_samples=48), fit, 0) is None
+
+
+def test_results_from_records_equal_fresh_ones(smoke_results, tmp_path):
+    store = _records.RecordStore(tmp_path, SMOKE)
+    first = reproduce.run(SMOKE, progress=False, store=store)
+    assert len(store) == len(first["fits"]) and store.resumed == 0
+    progress = reproduce.Progress(len(first["fits"]), enabled=False)
+    again = reproduce.run(SMOKE, progress=progress, store=_records.RecordStore(tmp_path, SMOKE))
+    assert progress.done == progress.resumed == len(first["fits"])
+    assert _without_times(again) == _without_times(first) == _without_times(smoke_results)
+    # every time, too: read back, not measured again
+    assert [f["fit_s"] for f in again["fits"]] == [f["fit_s"] for f in first["fits"]]
+
+
+def test_results_json_is_strict(tmp_path):
+    import numpy as np
+
+    results = {"fits": [{"fit_cpu_s": math.nan, "fit_s": np.float32(1.5)}],
+               "sd": np.float32("nan"), "n": np.int64(3), "slope": math.inf,
+               "curve": [1.0, -math.inf], "nested": {"r2": {"sd": math.nan}}}
+    text = _records.dumps(results)
+    saved = json.loads(text, parse_constant=_refuse_nan)
+    assert saved["fits"][0]["fit_cpu_s"] is None
+    assert "learning_curve keeps no fitted model" in saved["fits"][0]["fit_cpu_s_missing"]
+    assert saved["slope"] is None and saved["slope_missing"].startswith("+Infinity")
+    assert saved["curve"] == [1.0, None]
+    assert saved["fits"][0]["fit_s"] == 1.5 and saved["n"] == 3 and saved["sd"] is None
+    assert saved["nested"]["r2"] == {"sd": None, "sd_missing": "NaN: not defined for this row"}
+    assert math.isnan(results["slope"] - math.inf)  # the results themselves are left as they were
+
+
+def test_a_folder_holds_one_run(smoke_results, tmp_path):
+    pytest.importorskip("matplotlib")
+    written = reproduce.write_outputs(smoke_results, tmp_path)
+    assert (tmp_path / "alignment.png").exists()
+    json.loads((tmp_path / "results.json").read_text(), parse_constant=_refuse_nan)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["complete"] and written[-1].name == "manifest.json"
+    assert sorted(manifest["files"]) == sorted(p.name for p in written[:-1])
+    again = reproduce.write_outputs(smoke_results, tmp_path, plots=False)
+    assert not list(tmp_path.glob("*.png"))  # no figure of the earlier run is left
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in again)
+    assert "![alignment]" not in (tmp_path / "summary.md").read_text()
+    assert _records.foreign_files(tmp_path) == []
+
+
+def test_fresh_discards_only_the_runs_files(tmp_path):
+    (tmp_path / "results.json").write_text("{}")
+    _records.write_atomic(tmp_path / "manifest.json", json.dumps({"files": ["results.json"]}))
+    _records.RecordStore(tmp_path, SMOKE)
+    (tmp_path / "records" / "mine.txt").write_text("x")
+    _records.discard_run(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+_SMOKE_CLI = (
+    "import sys, torch; torch.set_num_threads(1);"
+    "from sparse_token_estimators import __main__ as cli, reproduce;"
+    "reproduce.SCALES['quick'] = reproduce.SMOKE;"
+    "sys.exit(cli.main(sys.argv[1:]))"
+)
+
+
+def _smoke_cli(out, *args):
+    return [sys.executable, "-c", _SMOKE_CLI, "--out", str(out), "--no-plots", "--n-jobs", "1",
+            *args]
+
+
+def _env():
+    return {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get(
+        "PYTHONPATH", "")}
+
+
+def test_a_killed_run_resumes_with_the_same_results(smoke_results, tmp_path):
+    out = tmp_path / "run"
+    records = out / "records"
+    at_least = 8
+    proc = subprocess.Popen(_smoke_cli(out, "--no-progress"), env=_env(), cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        # wait for records, not for time: kill once at least 8 fits are saved
+        while proc.poll() is None:
+            if records.is_dir() and sum(p.name != "config.json"
+                                        for p in records.glob("*.json")) >= at_least:
+                break
+            try:  # look again in a moment (no timing depends on it)
+                proc.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                pass
+        assert proc.poll() is None, "the run ended before it could be killed: " + \
+            proc.stderr.read().decode()[-2000:]
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    saved = sum(p.name != "config.json" for p in records.glob("*.json"))
+    assert at_least <= saved < len(smoke_results["fits"])
+    assert not (out / "results.json").exists()
+
+    rerun = subprocess.run(_smoke_cli(out), env=_env(), cwd=tmp_path, capture_output=True,
+                           text=True, check=False)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "fits resumed from records" in rerun.stderr  # the progress display counts them
+    resumed = int(rerun.stdout.split("resumed ")[1].split()[0])
+    assert resumed == saved  # every record there is whole (written atomically)
+    assert f"of {len(smoke_results['fits'])} fits from" in rerun.stdout
+    results = json.loads((out / "results.json").read_text(), parse_constant=_refuse_nan)
+    fresh = json.loads(_records.dumps(smoke_results))
+    assert _without_times(results) == _without_times(fresh)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["resumed_fits"] == resumed and manifest["fitted"] == \
+        len(smoke_results["fits"]) - resumed
+
+
+def test_run_resumes_from_a_folder(smoke_results, tmp_path):
+    from dataclasses import replace
+
+    config = replace(SMOKE, n_seeds=1)
+    first = reproduce.run(config, progress=False, store=tmp_path)
+    assert len(list((tmp_path / "records").glob("*-s0-*.json"))) == len(first["fits"])
+    with pytest.raises(ValueError, match="n_seeds: saved 1, asked 2"):
+        reproduce.run(SMOKE, progress=False, store=tmp_path)
+
+
+def test_run_fits_saves_into_the_runs_store_without_being_passed_it(tmp_path, monkeypatch):
+    # what an experiment fits in rounds while it reads the others is resumable too
+    from sparse_token_estimators.reproduce import _fits
+
+    store = _records.RecordStore(tmp_path, SMOKE)
+    fits = [Fit("fcn", 8, SMOKE.seq_len), Fit("fcn", 4, SMOKE.seq_len, "population")]
+    with _records.recording(store):
+        first = _fits.run_fits(SMOKE, fits, reproduce.Progress(4, enabled=False))
+    assert len(store) == len(first) == 2 * SMOKE.n_seeds
+    monkeypatch.setattr(_fits, "_search", lambda *a: pytest.fail("fitted again"))
+    monkeypatch.setattr(_fits, "_fit_population", lambda *a: pytest.fail("fitted again"))
+    progress = reproduce.Progress(4, enabled=False)
+    with _records.recording(store):
+        again = _fits.run_fits(SMOKE, fits, progress)
+    assert repr(again) == repr(first) and progress.resumed == 4
