@@ -30,7 +30,7 @@ from ..architectures import CELLS, ENCODER_ENCODINGS
 from ..theory import fcn_critical_width
 from ._bracket import BracketSearch, run_brackets
 from ._experiment import Experiment, find, fmt, fmt_spread, markdown_table, summarise
-from ._figures import pyplot, task_title
+from ._figures import MIN_FONT, pyplot, task_title
 from ._fits import MODELS, Fit, Model, model_name
 from ._length_generalisation import length_axes
 from ._width_scaling import REFINE, TARGET_R2, mean_score
@@ -205,36 +205,43 @@ def sentences(results):
     return out
 
 
+#: one marker per model of the length panel: curves that coincide stay told apart
+MARKERS = dict(zip(LENGTH_MODELS, "osv^D<>phX*P"))
+
+
 def plot_architectures(results):
     """Smallest width per architecture against T d and the FCN bound; R^2 per length."""
     plt = pyplot()
     cfg, s = results["config"], results["architectures"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.8))
-    labels = [r["model_name"].split(" (")[0] for r in s["critical"]]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.2), layout="constrained",
+                                      width_ratios=(1, 1.6))
+    # the value in the tick label, not over the bar: no reference line strikes it
+    labels = [r["model_name"].split(" (")[0].replace("transformer encoder, ", "encoder,\n")
+              + "\n" + (f"{r['star']}" if r["star"] else f"none up to {max(r['evaluated'])}")
+              for r in s["critical"]]
     stars = [r["star"] or 0 for r in s["critical"]]
     left.bar(range(len(stars)), stars, color="tab:blue")
-    for i, r in enumerate(s["critical"]):
-        left.text(i, r["star"] or 0, f" {r['star']}" if r["star"]
-                  else f"none up to {max(r['evaluated'])}", ha="center", va="bottom", fontsize=8)
     left.axhline(s["td"], color="black", linestyle="--", label=f"T d = {s['td']}")
     left.axhline(s["fcn_bound_width"], color="tab:red", linestyle=":",
                  label=f"FCN bound's width for R^2 {s['target_r2']}")
-    left.set_xticks(range(len(stars)), labels, fontsize=7, rotation=15)
-    left.set(ylim=(0, 1.15 * s["td"]), ylabel="smallest width (d_model, hidden_size)",
-             title=f"Smallest width with validation R^2 >= {s['target_r2']}\n"
-                   "(beyond the paper)")
-    left.legend(fontsize=7)
+    left.set_xticks(range(len(stars)), labels)
+    top = max([s["td"], s["fcn_bound_width"], *stars])
+    left.set(ylim=(0, 1.1 * top), ylabel="smallest width (d_model, hidden_size)",
+             title=f"Smallest width with validation R^2 >= {s['target_r2']}")
     for model in _present(s):
         rows = sorted((r for r in s["lengths_summary"] if r["model"] == model),
                       key=lambda r: r["length"])
         right.errorbar([r["length"] for r in rows], [r["r2_mean"] for r in rows],
-                       yerr=[r["r2_sd"] for r in rows], capsize=2, marker="o", markersize=3,
-                       label=results["models"][model]["name"].split(" (")[0],
+                       yerr=[r["r2_sd"] for r in rows], capsize=2, marker=MARKERS[model],
+                       markersize=4, label=results["models"][model]["name"].split(" (")[0],
                        linestyle="-" if model.startswith("encoder_") else "--")
-    length_axes(right, cfg, s["lengths_summary"],
-                title=f"Width {s['width']}, trained at T\n({task_title(cfg)})")
-    right.legend(fontsize=6, loc="lower left", ncol=2)
-    fig.tight_layout()
+    length_axes(right, cfg, s["lengths_summary"], title=f"Width {s['width']}, trained at T")
+    handles, names = (sum(pair, []) for pair in zip(left.get_legend_handles_labels(),
+                                                     right.get_legend_handles_labels()))
+    # one legend for both panels, below them (``legend_below``'s place and size)
+    fig.legend(handles, names, loc="outside lower center", ncol=4, fontsize=MIN_FONT)
+    fig.suptitle(f"More architectures (beyond the paper; {task_title(cfg)})",
+                 fontsize=MIN_FONT + 2)
     return fig
 
 
