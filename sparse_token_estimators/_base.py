@@ -283,8 +283,8 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         optimisation step), the estimator is left exactly as it was before
         it: same weights, optimizer state, history and fitted state. Ctrl-C
         after some steps keeps the epochs trained so far, as in skorch. A
-        diverging fit raises :class:`TrainingDivergedError` and leaves the
-        estimator unfitted, ``history_`` keeping the losses.
+        diverging fit raises :class:`TrainingDivergedError`, the estimator
+        as it was before the call (the error's ``history`` keeps the losses).
 
         Parameters
         ----------
@@ -339,8 +339,10 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         try:
             with self._device_scope():
                 self._fit_steps(X, y, continues, sizes, routing_method, fit_params)
-        except TrainingDivergedError:
-            self._forget_module()  # no model that predicts NaN; history_ shows why
+        except TrainingDivergedError as exc:
+            # a failed call changes nothing: the diverged losses travel on the error
+            exc.history = self.history_
+            self._restore(snapshot)
             raise
         except NoTrainingStepError as exc:
             self.history.pop()  # the empty epoch

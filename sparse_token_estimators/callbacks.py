@@ -240,9 +240,10 @@ class StepBudget(Callback):
 class TrainingDivergedError(RuntimeError):
     """Training made the loss or the weights NaN or infinite.
 
-    Raised by ``fit`` and ``partial_fit`` (from :class:`DivergenceCheck`); the
-    estimator is left unfitted and ``history_`` keeps the losses up to the
-    divergence.
+    Raised by ``fit`` and ``partial_fit`` (from :class:`DivergenceCheck`). As
+    with any failed call, the estimator is left as it was before it (unfitted
+    if it was); the error's ``history`` attribute keeps the diverged fit's
+    losses up to the divergence.
 
     Examples
     --------
@@ -253,9 +254,9 @@ class TrainingDivergedError(RuntimeError):
     ...                      batch_size=16, random_state=0)
     >>> try:
     ...     est.fit(X, y)
-    ... except TrainingDivergedError:
-    ...     print("diverged; fitted:", est.initialized_)
-    diverged; fitted: False
+    ... except TrainingDivergedError as error:
+    ...     print("diverged in epoch", len(error.history), "; fitted:", est.initialized_)
+    diverged in epoch 1 ; fitted: False
     """
 
 
@@ -294,7 +295,8 @@ class DivergenceCheck(Callback):
             f"Training diverged: {what} in epoch {len(net.history)} (lr={net.lr}, "
             f"optimizer={optimizer}). Lower lr (e.g. lr={net.lr / 10:g}), or rescale "
             "X and y if their values are very large, and fit again. The estimator "
-            "was reset to unfitted; history_ keeps the losses up to the divergence."
+            "is as it was before this call; this error's history attribute keeps "
+            "the losses up to the divergence."
         )
 
 

@@ -556,20 +556,25 @@ def test_predict_from_four_threads_is_the_sequential_prediction(fitted_transform
     # so concurrent calls saw "cpu" in get_params and each other's state.
     from concurrent.futures import ThreadPoolExecutor
 
+    # Sequences of two lengths: the module's prediction-time draws used to be
+    # cached per length and shared between calls.
     est = copy.deepcopy(fitted_transformer)
     assert est.get_params()["device"] == "auto"
-    X = test_task[0][:64]
-    expected = est.predict(X)
+    X = test_task[0][:8]
+    X_long = make_sparse_selection(8, seq_len=2 * X.shape[1], token_dim=X.shape[2] - 1,
+                                   n_selected=2, random_state=5)[0]
+    expected = {0: est.predict(X), 1: est.predict(X_long)}
     params, attributes = est.get_params(deep=False), dict(vars(est))
 
-    def calls(_):
-        return [est.predict(X) for _ in range(50)]
+    def calls(worker):
+        return [(i % 2, est.predict(X_long if i % 2 else X))
+                for i in range(worker, worker + 1000)]
 
     with ThreadPoolExecutor(4) as pool:
         results = [y for batch in pool.map(calls, range(4)) for y in batch]
-    assert len(results) == 200
-    for y in results:
-        assert_array_equal(y, expected)
+    assert len(results) == 4000
+    for which, y in results:
+        assert_array_equal(y, expected[which])
     assert est.get_params(deep=False) == params and est.device == "auto"
     assert not est.module_.training  # not even the module's mode was flipped
     assert vars(est).keys() == attributes.keys()

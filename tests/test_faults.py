@@ -70,13 +70,14 @@ def test_divergence_stops_training_with_a_clear_error(name):
     assert "Training diverged: the training loss became" in message
     assert "lr=1e+30, optimizer=SGD" in message  # what happened, with what
     assert "Lower lr (e.g. lr=1e+29)" in message  # what to change
-    # No model that predicts NaN is left behind: the estimator is unfitted...
+    # No model that predicts NaN is left behind: the estimator is as before
+    # the call, unfitted ...
     assert not est.initialized_
     with pytest.raises(NotFittedError):
         est.predict(X)
-    # ... stopped at once (epoch 1 of 3), its history kept for diagnosis ...
-    assert len(est.history_) == 1
-    assert not np.isfinite(est.history_[-1, "batches", -1, "train_loss"])
+    # ... stopped at once (epoch 1 of 3), the diverged history on the error ...
+    assert len(info.value.history) == 1
+    assert not np.isfinite(info.value.history[-1, "batches", -1, "train_loss"])
     # ... and usable: with a sane lr it fits again.
     assert est.get_params()["lr"] == 1e30
     est.set_params(lr=0.01).fit(X, Y)
@@ -103,13 +104,18 @@ def test_weights_broken_by_the_last_step_are_caught(name):
         est.predict(X)
 
 
-def test_divergence_while_continuing_leaves_no_nan_model():
-    est = MAKERS["fcn"](warm_start=True, optimizer=torch.optim.SGD).fit(X, Y)
+@pytest.mark.parametrize("warm_start", [True, False])
+def test_divergence_of_a_fitted_model_leaves_it_as_it_was(warm_start):
+    est = MAKERS["fcn"](warm_start=warm_start, optimizer=torch.optim.SGD).fit(X, Y)
+    before, n_epochs = est.predict(X), len(est.history_)
+    weights = {k: v.clone() for k, v in est.module_.state_dict().items()}
     est.set_params(lr=1e30)
-    with pytest.raises(TrainingDivergedError):
+    with pytest.raises(TrainingDivergedError) as info:
         est.fit(X, Y)
-    with pytest.raises(NotFittedError):
-        est.predict(X)
+    assert np.array_equal(est.predict(X), before)  # bit for bit
+    assert all(torch.equal(weights[k], v) for k, v in est.module_.state_dict().items())
+    assert len(est.history_) == n_epochs
+    assert not np.isfinite(info.value.history[-1, "batches", -1, "train_loss"])
     est.set_params(lr=0.01).partial_fit(X, Y)
     assert np.isfinite(est.predict(X)).all()
 
