@@ -66,7 +66,8 @@ def test_paper_model_is_one_draw_and_the_ensemble_is_named_an_extension(results)
     models = results["models"]
     assert "1 positional draw" in models["paper"]["name"]
     assert "package extension" in models["ensemble"]["name"]
-    assert models["paper"]["training"] == {"lr": 0.01, "max_epochs": 2, "batch_size": 16}
+    assert models["paper"]["training"] == {"lr": 0.01, "max_epochs": 2, "batch_size": 16,
+                                           "lr_ref_width": 0}
     for section in ("width_separation", "length_generalisation", "alignment"):
         for row in results[section]["rows"]:
             assert row["model_name"] == models[row["model"]]["name"]
@@ -315,3 +316,13 @@ def test_config_refuses_length_factors_without_the_judged_lengths():
     with pytest.raises(ValueError, match="must include 1 and 4"):
         replace(SMOKE, length_factors=(1, 2))
     assert replace(SMOKE, length_factors=(1, 4, 16)).length_factors == (1, 4, 16)
+
+
+def test_scaling_training_scales_adams_rate_as_one_over_sqrt_pe_dim():
+    train = reproduce.QUICK.scaling_training
+    assert train.lr_ref_width
+    wide = Fit("paper_scaling", 4 * train.lr_ref_width, 64, "population")
+    assert wide.estimator(reproduce.QUICK, 0).lr == pytest.approx(train.lr / 2)
+    # the other trainings keep one rate for every width
+    assert Fit("paper", 128, 10).estimator(reproduce.QUICK, 0).lr \
+        == reproduce.QUICK.paper_training.lr

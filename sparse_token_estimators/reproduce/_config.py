@@ -25,16 +25,32 @@ class Training:
         Passes over the training set.
     batch_size : int, default=256
         Sequences per step.
+    lr_ref_width : int, default=0
+        0: ``lr`` at every width. Otherwise ``lr`` is the rate at this
+        width and a fit of width w uses ``lr * sqrt(lr_ref_width / w)``
+        (:meth:`lr_at`): the paper's model at a fixed ``lr`` trains worse
+        as ``pe_dim`` grows (Adam moves every entry of the d_p x d_p matrix
+        W by about ``lr`` a step, so the noise in W grows with d_p; measured
+        in docs/reproduction.rst, "Transformer width scaling").
 
     Examples
     --------
     >>> Training(lr=0.005, max_epochs=30).batch_size
     256
+    >>> Training(lr=0.02, max_epochs=20, lr_ref_width=32).lr_at(128)
+    0.01
     """
 
     lr: float
     max_epochs: int
     batch_size: int = 256
+    lr_ref_width: int = 0
+
+    def lr_at(self, width):
+        """The learning rate of a fit of ``width`` (``lr`` unless ``lr_ref_width``)."""
+        if not self.lr_ref_width:
+            return self.lr
+        return self.lr * math.sqrt(self.lr_ref_width / width)
 
     def steps(self, n_train):
         """Optimizer steps of a fit on ``n_train`` sequences."""
@@ -190,7 +206,8 @@ class ReproductionConfig:
     length_factors: tuple = (1, 2, 4, 8)
     n_lengths: int = 40
     scaling_lens: tuple = (8, 16, 32, 64, 128)
-    scaling_training: Training = field(default=Training(lr=0.02, max_epochs=10, batch_size=32))
+    scaling_training: Training = field(default=Training(lr=0.02, max_epochs=20, batch_size=32,
+                                                        lr_ref_width=32))
     scaling_n_train: int = 2048
     scaling_pe_start: int = 4
     scaling_pe_floor: int = 2
@@ -316,6 +333,7 @@ PAPER = ReproductionConfig(
     seq_len=20, n_samples=50_000, n_test=10_000,
     pe_dims=(4, 8, 16, 32, 64, 128, 256, 512), ensemble_pe_dims=(16, 64, 256),
     scaling_lens=(8, 16, 32, 64, 128, 256), scaling_n_train=4096, scaling_check_len=64,
+    scaling_training=Training(lr=0.02, max_epochs=10, batch_size=32, lr_ref_width=32),
     tightness_lens=(8, 16, 32), tightness_check_len=16,
     population_pe_dims=(8, 16, 32, 64, 128),
     sample_factors=(0.25, 0.5, 1.0), sample_sizes=(2, 8, 32, 128),

@@ -188,7 +188,7 @@ class Fit:
         # smallest training set (a single batch) still uses up the budget.
         epochs, budget = (self.max_steps, [StepBudget(self.max_steps)]) if self.max_steps \
             else (train.max_epochs, [])
-        common = {"lr": train.lr, "max_epochs": epochs,
+        common = {"lr": train.lr_at(self.width), "max_epochs": epochs,
                   "batch_size": train.batch_size, "random_state": seed,
                   "device": config.device, **dict(spec.params)}
         if self.max_steps:

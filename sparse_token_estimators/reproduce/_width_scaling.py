@@ -12,7 +12,10 @@ bisected in log space until the last failing and the first passing pe_dim
 are within a factor sqrt(2). Its held-out R^2 is reported beside it.
 
 Every fit trains on the population: ``scaling_n_train`` fresh sequences
-every epoch, at every T, with the ``scaling_training`` steps. That neither
+every epoch, at every T, with the ``scaling_training`` steps, Adam's rate
+scaled as 1/sqrt(pe_dim) (``Training.lr_ref_width``): at one rate for every
+width the one-draw model trains worse as pe_dim grows, and the width would
+not be what sets pe_dim*. That neither
 the sequences nor the steps set pe_dim* is checked in the run: at
 ``scaling_check_len`` the two pe_dim around the crossing are refitted with
 twice the sequences (twice the steps); pe_dim* is unchanged when the lower
@@ -201,6 +204,8 @@ class WidthScaling(Experiment):
                 "model_name": model_name(MODEL, config),
                 "n_train": config.scaling_n_train,
                 "steps": config.scaling_training.steps(config.scaling_n_train),
+                "lr": config.scaling_training.lr,
+                "lr_ref_width": config.scaling_training.lr_ref_width,
                 "points": points, "summary": summary, "critical": rows,
                 "critical_per_seed": per_seed,
                 "slope": slope,
