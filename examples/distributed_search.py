@@ -9,10 +9,11 @@ prints one row per width: the cross-validated R^2 of the transformer over its
 positional width d_p (``pe_dim``; its width is d + d_p) and of the
 fully-connected net over its hidden width m (``hidden_width``).
 
-Run it as a script (it needs ``pip install "sparse-token-estimators[distributed]"``)::
+Run it as a script (it needs ``pip install -e ".[distributed]"`` in the clone)::
 
     python examples/distributed_search.py                                  # local cluster
     python examples/distributed_search.py --scheduler tcp://10.0.0.1:8786  # running cluster
+    python examples/distributed_search.py 2000                             # 2000 sequences
     python examples/distributed_search.py --size tiny                      # a smoke test
 
 The documentation runs it with ``--size tiny`` on a local cluster of two
@@ -115,13 +116,19 @@ def main(argv=None):
                              "tcp://10.0.0.1:8786 (default: start a local cluster)")
     parser.add_argument("--n-workers", type=int,
                         help="workers of the local cluster (default: one per core)")
+    parser.add_argument("n_samples", nargs="?", type=int,
+                        help="training sequences (default: the --size's)")
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
     parser.add_argument("--random-state", type=int, default=0)
     args = parser.parse_args(argv)
     if args.scheduler and args.n_workers:
         parser.error("--n-workers applies to the local cluster only, not to --scheduler")
 
-    size = SIZES[args.size]
+    if args.n_samples is not None and args.n_samples < 2 * SIZES[args.size]["cv"]:
+        parser.error(f"n_samples must be at least {2 * SIZES[args.size]['cv']} for "
+                     f"{SIZES[args.size]['cv']}-fold cross-validation; got {args.n_samples}")
+    size = dict(SIZES[args.size], **({} if args.n_samples is None
+                                     else {"n_samples": args.n_samples}))
     searches, X, y = width_sweep(size, random_state=args.random_state)
     start = time.perf_counter()
     # The local cluster's dashboard on a free port of this machine: the example

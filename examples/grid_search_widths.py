@@ -20,6 +20,7 @@ Run it as a script, with the number of training sequences as its argument::
 # ------------
 # ``n_jobs=-1`` fits the candidates in parallel worker processes.
 import sys
+import time
 
 import matplotlib.pyplot as plt
 from sklearn.model_selection import GridSearchCV
@@ -27,6 +28,7 @@ from sklearn.model_selection import GridSearchCV
 from sparse_token_estimators import SparseTokenFCN, SparseTokenTransformer, make_sparse_selection
 
 n_samples = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
+start = time.perf_counter()
 T, d, q = 10, 8, 3
 X, y = make_sparse_selection(n_samples, T, d, q, random_state=0)
 print(f"{n_samples} sequences, T = {T}, d = {d}, q = {q}: T*d = {T * d}")
@@ -65,4 +67,5 @@ ax.set(xlabel="width (transformer: d + pe_dim; FCN: hidden_width)",
        ylabel="cross-validated R^2", title=f"T={T}, d={d}, q={q}, {n_samples} sequences")
 ax.legend()
 fig.tight_layout()
+print(f"{n_samples} training sequences: {time.perf_counter() - start:.1f} s")
 plt.show()

@@ -24,6 +24,7 @@ Run it as a script, with the number of training sequences as its argument::
 # Train at T, score at longer lengths
 # -----------------------------------
 import sys
+import time
 
 import matplotlib.pyplot as plt
 
@@ -31,6 +32,7 @@ from sparse_token_estimators import SparseTokenTransformer, make_sparse_selectio
 from sparse_token_estimators.callbacks import AlignmentRecorder
 
 n_samples = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
+start = time.perf_counter()
 T, d, q = 10, 8, 3
 factors = (1, 2, 4, 8)
 X, y = make_sparse_selection(n_samples, T, d, q, random_state=0)
@@ -66,4 +68,5 @@ right.set(xlabel="epoch", ylabel="alignment of W with I", ylim=(0, 1))
 left.legend()
 right.legend()
 fig.tight_layout()
+print(f"{n_samples} training sequences: {time.perf_counter() - start:.1f} s")
 plt.show()

@@ -21,6 +21,7 @@ Run it as a script, with the number of training sequences as its argument::
 # The models
 # ----------
 import sys
+import time
 import warnings
 
 import matplotlib.pyplot as plt
@@ -39,6 +40,7 @@ from sparse_token_estimators import (
 )
 
 n_samples = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
+start = time.perf_counter()
 T, d, q = 10, 8, 3
 X, y = make_sparse_selection(n_samples, T, d, q, random_state=0)
 
@@ -78,4 +80,5 @@ ax.axvline(0, color="black", linewidth=0.8)
 ax.invert_yaxis()
 ax.set(xlabel="cross-validated R^2", title=f"T={T}, d={d}, q={q}, {n_samples} sequences")
 fig.tight_layout()
+print(f"{n_samples} training sequences: {time.perf_counter() - start:.1f} s")
 plt.show()

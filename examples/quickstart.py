@@ -24,6 +24,7 @@ Run it as a script, with the number of training sequences as its argument::
 # its last channel, a 0/1 indicator of the selected positions; ``y`` is the
 # average of the selected tokens.
 import sys
+import time
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -31,6 +32,7 @@ import numpy as np
 from sparse_token_estimators import SparseTokenFCN, SparseTokenTransformer, make_sparse_selection
 
 n_samples = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
+start = time.perf_counter()
 T, d, q = 20, 8, 3  # sequence length, token dimension, number of selected tokens
 
 X, y = make_sparse_selection(n_samples, T, d, q, random_state=0)
@@ -76,4 +78,5 @@ ax.set(xlabel="position", ylabel="attention weight",
 ax.set_xticks(np.arange(T))
 ax.legend()
 fig.tight_layout()
+print(f"{n_samples} training sequences: {time.perf_counter() - start:.1f} s")
 plt.show()
