@@ -150,3 +150,18 @@ def test_readme_stays_short_and_installs_from_a_clone():
     assert "make run" in readme and "make test" in readme
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^run:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
+
+
+def test_make_run_runs_the_first_preset_and_points_to_the_complete_run():
+    from sparse_token_estimators import reproduce
+    from sparse_token_estimators.__main__ import NEXT_RUNS
+
+    makefile = (ROOT / "Makefile").read_text()
+    run = makefile.split("\nrun:", 1)[1].split("\n\n", 1)[0]
+    assert "-m sparse_token_estimators --scale first --out results" in run
+    assert set(reproduce.FIRST.experiments) == {
+        "width_separation", "length_generalisation", "alignment"}
+    # the closing lines after `make run` name the paper-scale run of every experiment
+    assert [scale for scale, _ in NEXT_RUNS["first"]][0] == "paper"
+    assert reproduce.PAPER.experiments is None  # None: every experiment
+    assert all(scale in reproduce.SCALES for runs in NEXT_RUNS.values() for scale, _ in runs)
