@@ -159,6 +159,7 @@ def main(argv=None):
 # transformer's width is d + d_p, the fully-connected net's m).
 if __name__ == "__main__":
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import ScalarFormatter
 
     rows = main()
     fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -166,7 +167,9 @@ if __name__ == "__main__":
         mine = [r for r in rows if r["estimator"] == name]
         ax.errorbar([r["width"] for r in mine], [r["r2_mean"] for r in mine],
                     yerr=[r["r2_std"] for r in mine], marker="o", capsize=3, label=name)
-    ax.set(xscale="log", xlabel="width (transformer: d + pe_dim; FCN: hidden_width)",
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.set(xlabel="width (transformer: d + pe_dim; FCN: hidden_width)",
            ylabel="cross-validated R^2", title="The width sweep, fitted on Dask workers")
     ax.legend()
     fig.tight_layout()
