@@ -13,13 +13,19 @@ wall time in their worker):
   over the cost model's estimate (the estimate the progress display's time
   left is weighted by; a ratio, comparable across machines in its spread);
 - the run: wall time, total fit CPU time, and their ratio per worker
-  (parallel efficiency: 1 when every worker computes all the time).
+  (parallel efficiency: 1 when every worker computes all the time);
+- first, without running anything, the cost model's estimate for each preset
+  (``--scale first``, what ``make run`` runs, beside ``quick`` and
+  ``paper``): its planned fits (before the bracketing searches add theirs),
+  their estimated fit CPU seconds, and that over the workers (the wall time
+  with perfect parallel efficiency). ``--estimate`` prints this table alone.
 
 The fit times are measured inside the run, side by side with everything
 else it does; run on an idle machine before comparing seconds.
 
     python benchmarks/bench_reproduce.py --scale quick --seeds 3 --n-jobs 2
     python benchmarks/bench_reproduce.py --from results/results.json
+    python benchmarks/bench_reproduce.py --estimate --n-jobs 2
 """
 
 import json
@@ -33,12 +39,28 @@ import common
 from sparse_token_estimators import reproduce
 from sparse_token_estimators.reproduce._fits import Fit
 from sparse_token_estimators.reproduce._report import fit_kind, fit_seconds, timing_rows
+from sparse_token_estimators.reproduce._run import planned_fits
 
 
 def estimated(row, config):
     return Fit(row["model"], row.get("hidden_width") or row.get("pe_dim"), row["seq_len"],
                row.get("data", "sample"), row.get("n_train", 0),
                row.get("max_steps", 0)).cost(config)
+
+
+def estimate_rows(seeds, n_jobs):
+    """The cost model's estimate of each preset's planned fits, on ``n_jobs`` workers."""
+    workers = effective_n_jobs(n_jobs)
+    rows = []
+    for scale, preset in reproduce.SCALES.items():
+        config = reproduce.with_sizes(preset, n_seeds=seeds)
+        fits = planned_fits(config)
+        cpu = sum(fit.cost(config) for fit in fits) * config.n_seeds
+        rows.append({"scale": scale, "seeds": config.n_seeds,
+                     "planned_fits": len(fits) * config.n_seeds,
+                     "est_fit_cpu_s": cpu, "workers": workers,
+                     "est_wall_s": cpu / workers})
+    return rows
 
 
 def main():
@@ -48,7 +70,14 @@ def main():
     p.add_argument("--n-jobs", type=int, default=-1, help="parallel fits (default: all cores)")
     p.add_argument("--from", dest="source", type=Path, default=None,
                    help="read this results.json instead of running")
+    p.add_argument("--estimate", action="store_true",
+                   help="print the cost model's estimate per preset and stop")
     args = p.parse_args()
+    estimates_table = estimate_rows(args.seeds, args.n_jobs)
+    common.print_table("Estimated by the cost model, per preset (planned fits)",
+                       list(estimates_table[0]), estimates_table)
+    if args.estimate:
+        return
     if args.source is not None:
         results = json.loads(args.source.read_text())
         config = reproduce.ReproductionConfig(**{

@@ -9,11 +9,11 @@ prints one row per width: the cross-validated R^2 of the transformer over its
 positional width d_p (``pe_dim``; its width is d + d_p) and of the
 fully-connected net over its hidden width m (``hidden_width``).
 
-Run it as a script (it needs ``pip install "sparse-token-estimators[distributed]"``)::
+Run it as a script (it needs ``pip install -e ".[distributed]"`` in the clone)::
 
     python examples/distributed_search.py                                  # local cluster
-    python examples/distributed_search.py 2000                             # 2000 sequences
     python examples/distributed_search.py --scheduler tcp://10.0.0.1:8786  # running cluster
+    python examples/distributed_search.py 2000                             # 2000 sequences
     python examples/distributed_search.py --size tiny                      # a smoke test
 
 The documentation runs it with ``--size tiny`` on a local cluster of two
@@ -111,14 +111,13 @@ class _NoKillNotice(logging.Filter):
 def main(argv=None):
     """Run the sweep on the cluster named by ``argv`` and print its table."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").strip().split("\n")[0])
-    parser.add_argument("n_samples", nargs="?", type=int,
-                        help="number of training sequences, as every example takes "
-                             "(default: that of --size, 6000 for small)")
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="address of a running Dask scheduler, e.g. "
                              "tcp://10.0.0.1:8786 (default: start a local cluster)")
     parser.add_argument("--n-workers", type=int,
                         help="workers of the local cluster (default: one per core)")
+    parser.add_argument("n_samples", nargs="?", type=int,
+                        help="training sequences (default: the --size's)")
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
     parser.add_argument("--random-state", type=int, default=0)
     args = parser.parse_args(argv)
@@ -128,8 +127,8 @@ def main(argv=None):
     if args.n_samples is not None and args.n_samples < 2 * SIZES[args.size]["cv"]:
         parser.error(f"n_samples must be at least {2 * SIZES[args.size]['cv']} for "
                      f"{SIZES[args.size]['cv']}-fold cross-validation; got {args.n_samples}")
-    size = {**SIZES[args.size], **({} if args.n_samples is None
-                                   else {"n_samples": args.n_samples})}
+    size = dict(SIZES[args.size], **({} if args.n_samples is None
+                                     else {"n_samples": args.n_samples}))
     searches, X, y = width_sweep(size, random_state=args.random_state)
     start = time.perf_counter()
     # The local cluster's dashboard on a free port of this machine: the example
@@ -153,5 +152,25 @@ def main(argv=None):
     return rows
 
 
+# %%
+# The sweep as a figure
+# ---------------------
+# Cross-validated R^2 against width, both estimators on one axis (the
+# transformer's width is d + d_p, the fully-connected net's m).
 if __name__ == "__main__":
-    main()
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import ScalarFormatter
+
+    rows = main()
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for name in dict.fromkeys(r["estimator"] for r in rows):
+        mine = [r for r in rows if r["estimator"] == name]
+        ax.errorbar([r["width"] for r in mine], [r["r2_mean"] for r in mine],
+                    yerr=[r["r2_std"] for r in mine], marker="o", capsize=3, label=name)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.set(xlabel="width (transformer: d + pe_dim; FCN: hidden_width)",
+           ylabel="cross-validated R^2", title="The width sweep, fitted on Dask workers")
+    ax.legend()
+    fig.tight_layout()
+    plt.show()

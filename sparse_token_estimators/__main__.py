@@ -29,6 +29,13 @@ FLAGS = {"seq_len": "--seq-len", "token_dim": "--token-dim", "n_selected": "--n-
          "n_samples": "--n-samples", "seeds": "--seeds", "seed": "--seed",
          "n_jobs": "--n-jobs", "device": "--device"}
 
+#: the runs the closing lines suggest after a run at each scale
+NEXT_RUNS = {
+    "first": (("paper", "the complete run (every experiment, at the paper's sizes)"),
+              ("quick", "every experiment at small sizes")),
+    "quick": (("paper", "the complete run (every experiment, at the paper's sizes)"),),
+}
+
 #: seconds to wait for a scheduler to accept a connection
 SCHEDULER_TIMEOUT = 2.0
 
@@ -258,8 +265,15 @@ def main(argv=None):
     if store.resumed:
         print(f"resumed {store.resumed} of {n_fits} fits from {args.out}/records; "
               f"fitted {n_fits - store.resumed}")
-    print(f"wrote {len(written)} files to {args.out}/ in {results['elapsed_s']:.0f} s; "
-          f"see {args.out}/summary.md")
+    out = Path(args.out)
+    figures = [Path(path).name for path in written if str(path).endswith(".png")]
+    print(f"wrote {len(written)} files to {out}/ in {results['elapsed_s']:.0f} s")
+    print(f"  the summary: {out / 'summary.md'}")
+    if figures:
+        print(f"  the figures: {out}/*.png ({', '.join(figures)})")
+    for scale, what in NEXT_RUNS.get(args.scale, ()):
+        print(f"{what}:\n  python -m sparse_token_estimators --scale {scale} "
+              f"--out results-{scale}")
     return 0
 
 

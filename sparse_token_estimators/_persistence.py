@@ -204,6 +204,27 @@ class PersistenceMixin:
         fsynced and moved over the target only once every file of the call
         is written, so a crash or a full disk leaves the old files; a failed
         write raises an ``OSError`` naming the path and the cause.
+
+        Parameters
+        ----------
+        f_params : str, path or file-like, default=None
+            Where the module's weights go (torch's format, or safetensors with
+            ``use_safetensors=True``); None saves none.
+        f_optimizer, f_criterion : str, path or file-like, default=None
+            Where the optimizer's or the criterion's state goes (torch's
+            format only); None saves none.
+        f_history : str, path or file-like, default=None
+            Where the training history goes, as JSON; None saves none.
+        use_safetensors : bool, default=False
+            Write the weights as safetensors (tensors only, loading runs no
+            code); needs the ``safetensors`` extra.
+        **kwargs
+            ``f_<name>`` for any other module, criterion or optimizer of the
+            net, as skorch's ``save_params`` takes them.
+
+        Returns
+        -------
+        None
         """
         files = self._file_keys("save_params", dict(
             f_params=f_params, f_optimizer=f_optimizer, f_criterion=f_criterion,
@@ -279,6 +300,26 @@ class PersistenceMixin:
         the format they were saved in) or skorch's own ``Checkpoint``. If a
         structural parameter changed since the module was built, the module
         is rebuilt from the current parameters first.
+
+        Parameters
+        ----------
+        f_params : str, path or file-like, default=None
+            The weights to load (as saved by ``save_params``); None loads none.
+        f_optimizer, f_criterion : str, path or file-like, default=None
+            The optimizer's or the criterion's state to load; None loads none.
+        f_history : str, path or file-like, default=None
+            The training history (JSON) to load; None loads none.
+        checkpoint : Checkpoint, TrainEndCheckpoint or None, default=None
+            Load the files a checkpoint callback saved instead of naming them.
+        use_safetensors : bool, default=False
+            Read the weights as safetensors.
+        **kwargs
+            ``f_<name>`` for any other module, criterion or optimizer of the
+            net, as skorch's ``load_params`` takes them.
+
+        Returns
+        -------
+        None
         """
         # skorch reads self.device while it loads: resolved in this call only
         with self._device_scope():

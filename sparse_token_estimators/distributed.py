@@ -116,7 +116,8 @@ def dask_backend(scheduler=None, *, n_workers=None, **cluster_kwargs):
         object (e.g. ``dask_cuda.LocalCUDACluster()``, one worker per GPU), or
         None to start a ``distributed.LocalCluster`` for the duration of the
         block: worker processes with one thread each, without Dask's
-        ``MALLOC_TRIM_THRESHOLD_`` (torch fits cost 1.3-1.8x the CPU time with it).
+        ``MALLOC_TRIM_THRESHOLD_``, which slows torch fits (measured in the
+        user guide's Dask section).
     n_workers : int or None, default=None
         Workers of the local cluster; None gives one per CPU core. Only with
         ``scheduler=None``.

@@ -111,3 +111,57 @@ def test_release_files_agree_with_the_version():
     assert "## [Unreleased]" in changelog
     assert re.search(rf"^## \[{re.escape(version)}\] - \d{{4}}-\d{{2}}-\d{{2}}$", changelog, re.M)
     assert (ROOT / "LICENSE").read_text().startswith("BSD 3-Clause License")
+
+
+def _rst_anchors(page):
+    """The anchors a page's sections and ``.. _label:`` targets give on GitHub and Sphinx."""
+    text = page.read_text()
+    lines = text.splitlines()
+    titles = [lines[i] for i in range(len(lines) - 1)
+              if lines[i].strip() and re.fullmatch(r"([=\-~^*])\1{2,}", lines[i + 1])
+              and len(lines[i + 1]) >= len(lines[i].rstrip())]
+    labels = re.findall(r"^\.\. _([\w-]+):$", text, re.M)
+    slugs = {re.sub(r"[^\w\- ]", "", t.strip().lower()).replace(" ", "-") for t in titles}
+    return slugs | set(labels)
+
+
+def test_every_readme_link_resolves_in_the_repository():
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)\s]+)\)", readme)
+    assert links, "README.md has no links"
+    broken = []
+    for link in links:
+        if re.match(r"https?://", link):
+            continue  # the papers and skorch: outside the repository
+        path, _, anchor = link.partition("#")
+        target = ROOT / path
+        if not target.exists():
+            broken.append(f"{link}: no file {path}")
+        elif anchor and (target.suffix != ".rst" or anchor not in _rst_anchors(target)):
+            broken.append(f"{link}: {path} has no section or label {anchor!r}")
+    assert not broken, "README.md links that do not resolve: " + "; ".join(broken)
+
+
+def test_readme_stays_short_and_installs_from_a_clone():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.encode()) <= 10_000, "README.md is over 10,000 characters"
+    # not on PyPI: every pip install of the package is from the clone
+    assert not re.search(r"pip install ['\"]?sparse-token-estimators", readme)
+    assert "make run" in readme and "make test" in readme
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^run:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
+
+
+def test_make_run_runs_the_first_preset_and_points_to_the_complete_run():
+    from sparse_token_estimators import reproduce
+    from sparse_token_estimators.__main__ import NEXT_RUNS
+
+    makefile = (ROOT / "Makefile").read_text()
+    run = makefile.split("\nrun:", 1)[1].split("\n\n", 1)[0]
+    assert "-m sparse_token_estimators --scale first --out results" in run
+    assert set(reproduce.FIRST.experiments) == {
+        "width_separation", "length_generalisation", "alignment"}
+    # the closing lines after `make run` name the paper-scale run of every experiment
+    assert [scale for scale, _ in NEXT_RUNS["first"]][0] == "paper"
+    assert reproduce.PAPER.experiments is None  # None: every experiment
+    assert all(scale in reproduce.SCALES for runs in NEXT_RUNS.values() for scale, _ in runs)
