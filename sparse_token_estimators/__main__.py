@@ -89,7 +89,8 @@ def build_parser():
     )
     scale = parser.add_mutually_exclusive_group()
     scale.add_argument("--quick", action="store_const", dest="scale", const="quick",
-                       help="small sizes: about 6 minutes on 2 CPU cores (the default)")
+                       help="every experiment at small sizes (the default; --scale first "
+                            "judges the paper's three claims alone: what make run runs)")
     scale.add_argument("--scale", choices=sorted(reproduce.SCALES),
                        help="'paper': T=20, more samples, pe_dim up to 512, the scaling "
                             "law over T=10..40, learning curves over T=5..20; within the "
@@ -136,8 +137,8 @@ def _check_matplotlib():
         import matplotlib  # noqa: F401
     except ImportError:
         raise SystemExit(
-            "The figures need matplotlib: pip install 'sparse-token-estimators[plots]' "
-            "(or pass --no-plots)."
+            "The figures need matplotlib: from the package's clone, "
+            "pip install -e '.[plots]' (or pass --no-plots)."
         ) from None
 
 
@@ -146,8 +147,8 @@ def _check_distributed():
         import dask.distributed  # noqa: F401
     except ImportError:
         raise SystemExit(
-            "--scheduler needs dask.distributed: pip install "
-            "'sparse-token-estimators[distributed]'"
+            "--scheduler needs dask.distributed: from the package's clone, "
+            "pip install -e '.[distributed]'"
         ) from None
 
 

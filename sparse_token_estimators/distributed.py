@@ -8,7 +8,7 @@ and run torch on the one thread per task that Dask's nanny gives each worker
 process (``OMP_NUM_THREADS=1``). :func:`dask_backend` connects (or starts a
 local cluster), enters that backend, and makes the search's data recoverable,
 so that a search survives the loss of a worker. It needs the extra:
-``pip install "sparse-token-estimators[distributed]"``.
+``pip install -e ".[distributed]"`` from the package's clone.
 """
 
 import os
@@ -21,7 +21,7 @@ import joblib
 
 _INSTALL_HINT = (
     "Running searches on Dask needs dask.distributed: install it with "
-    'pip install "sparse-token-estimators[distributed]".'
+    'pip install -e ".[distributed]" from the package\'s clone.'
 )
 
 #: environment the nanny passes to its worker processes, per Dask's config

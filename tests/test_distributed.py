@@ -203,7 +203,7 @@ def test_example_without_dask_says_what_to_install(monkeypatch, capsys):
     with pytest.raises(SystemExit) as info:
         example.main(["--size", "tiny"])
     assert info.value.code == 2
-    assert 'pip install "sparse-token-estimators[distributed]"' in capsys.readouterr().err
+    assert 'pip install -e ".[distributed]"' in capsys.readouterr().err
 
 
 def test_dask_backend_local_cluster_environment(monkeypatch):
@@ -227,7 +227,7 @@ def test_dask_backend_rejects_cluster_options_with_an_address():
 
 def test_dask_backend_without_dask_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import fails
-    with pytest.raises(ImportError, match=r"sparse-token-estimators\[distributed\]"):
+    with pytest.raises(ImportError, match=r"pip install -e \"\.\[distributed\]\""):
         with dask_backend():
             pass
 

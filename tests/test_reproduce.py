@@ -298,16 +298,16 @@ def test_cli_sends_the_searches_to_dask(smoke_scale, tmp_path, capsys):
 
 def test_cli_explains_missing_extras(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(SystemExit, match=r"sparse-token-estimators\[plots\]"):
+    with pytest.raises(SystemExit, match=r"pip install -e '\.\[plots\]'"):
         cli.main(["--out", str(tmp_path)])
     monkeypatch.setitem(sys.modules, "dask.distributed", None)
-    with pytest.raises(SystemExit, match=r"sparse-token-estimators\[distributed\]"):
+    with pytest.raises(SystemExit, match=r"pip install -e '\.\[distributed\]'"):
         cli.main(["--out", str(tmp_path), "--no-plots", "--scheduler", "tcp://nowhere:1"])
 
 
 def test_plotting_explains_missing_matplotlib(monkeypatch, results, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(ImportError, match=r"pip install 'sparse-token-estimators\[plots\]'"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[plots\]'"):
         reproduce.save_figures(results, tmp_path)
 
 

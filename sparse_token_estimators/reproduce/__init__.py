@@ -1,6 +1,6 @@
 """Reproduce the claims of Wang, Wei, Hsu & Lee (ICML 2024) with the package's estimators.
 
-Eight experiments, each in its own module, over several seeds, and six
+Nine experiments, each in its own module, over several seeds, and six
 verdicts whose thresholds were fixed before the run (``_verdicts``). Four
 judge the paper's claims on the paper's model (one stochastic positional
 draw, ``n_pe_draws=1``), with the package's ensemble of draws shown beside
@@ -9,12 +9,13 @@ length generalisation (per length up to 8T, and against pe_dim), alignment
 of W with the identity (from W = 0, against sequences seen) and the
 transformer's width scaling (pe_dim* over T = 8..128 by a bracketing
 search, ``_bracket``). The FCN's tightness on the population (m* against
-T d) is judged too. Three go beyond the paper: training on the population
+T d) is judged too. Four go beyond the paper: training on the population
 against a fixed sample (approximation against estimation error; its
 separation judged, the rest measured), sample complexity (learning curves
-at a fixed budget of steps; measured) and the five positional encodings
-under one protocol (measured). The task is the q-sparse averaging of Sanford, Hsu & Telgarsky
-(NeurIPS 2023).
+at a fixed budget of steps; measured), the five positional encodings under
+one protocol (measured) and other architectures (a transformer encoder and
+recurrent nets: smallest widths and per-length R^2; measured). The task is
+the q-sparse averaging of Sanford, Hsu & Telgarsky (NeurIPS 2023).
 
 Public:
 

@@ -37,7 +37,7 @@ def pyplot():
         import matplotlib
     except ImportError as exc:
         raise ImportError(
-            "Plotting needs matplotlib: pip install 'sparse-token-estimators[plots]'"
+            "Plotting needs matplotlib: from the package's clone, pip install -e '.[plots]'"
         ) from exc
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
