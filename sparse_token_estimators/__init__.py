@@ -6,10 +6,21 @@ Hsu & Lee, ICML 2024, arXiv:2406.06893; the task is the q-sparse averaging of
 Sanford, Hsu & Telgarsky, NeurIPS 2023, arXiv:2306.02896).
 """
 
-from ._more_estimators import SparseTokenEncoder, SparseTokenRNN
-from .datasets import SparseSelectionStream, make_sparse_selection
-from .estimators import SparseTokenFCN, SparseTokenTransformer, TrainingDivergedError
-from .preprocessing import FlattenTokens
+import importlib
+
+#: the public names, by the module that defines them: imported on first use
+#: (PEP 562), so that ``python -m sparse_token_estimators`` checks its
+#: arguments before it pays for importing torch, scikit-learn and skorch
+_PUBLIC = {
+    "FlattenTokens": ".preprocessing",
+    "SparseSelectionStream": ".datasets",
+    "SparseTokenEncoder": "._more_estimators",
+    "SparseTokenFCN": ".estimators",
+    "SparseTokenRNN": "._more_estimators",
+    "SparseTokenTransformer": ".estimators",
+    "TrainingDivergedError": ".estimators",
+    "make_sparse_selection": ".datasets",
+}
 
 __all__ = [
     "FlattenTokens",
@@ -22,3 +33,15 @@ __all__ = [
     "make_sparse_selection",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
+        globals()[name] = value  # once imported, a plain attribute
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_PUBLIC])

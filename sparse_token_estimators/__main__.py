@@ -14,13 +14,9 @@ import socket
 import sys
 from pathlib import Path
 
-import torch
-from joblib import effective_n_jobs
-
+# Only what parsing and checking the output folder need: torch, scikit-learn
+# and skorch are imported after those checks (the package imports them lazily).
 from . import reproduce
-from ._device import resolve_device
-from ._layout import check_int
-from .datasets import make_sparse_selection
 from .reproduce import _records
 from .reproduce._config import MAX_SEED
 
@@ -181,6 +177,10 @@ def _check_scheduler(parser, address):
 
 
 def _build_config(parser, args):
+    from ._device import resolve_device
+    from ._layout import check_int
+    from .datasets import make_sparse_selection
+
     try:  # refuse bad sizes or devices now, not in a worker minutes later
         config = reproduce.with_sizes(
             reproduce.SCALES[args.scale], seq_len=args.seq_len, token_dim=args.token_dim,
@@ -199,8 +199,10 @@ def _build_config(parser, args):
     return config
 
 
-def _open_out(parser, args, config):
-    """Create ``--out``, prove it writable, and open its records (before any fit)."""
+def _check_out(parser, args):
+    """Create ``--out`` and prove it writable: first of all the checks, so that a
+    folder that cannot be written fails before anything else is imported.
+    Returns whether the folder was made here."""
     out = Path(args.out)
     existed = out.exists()
     try:
@@ -214,6 +216,12 @@ def _open_out(parser, args, config):
                 out.rmdir()
         parser.error(f"argument --out: cannot write into {args.out!r}: "
                      f"{exc.strerror or exc}; choose a folder you can write to")
+    return not existed
+
+
+def _open_out(parser, args, config):
+    """Open ``--out``'s records (before any fit), refusing another run's folder."""
+    out = Path(args.out)
     if args.fresh:
         _records.discard_run(out)
     foreign = _records.foreign_files(out)
@@ -237,13 +245,23 @@ def main(argv=None):
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    config = _build_config(parser, args)
-    if not args.no_plots:
-        _check_matplotlib()
-    if args.scheduler:
-        _check_distributed()
-        _check_scheduler(parser, args.scheduler)
-    store = _open_out(parser, args, config)
+    made = _check_out(parser, args)
+    try:
+        config = _build_config(parser, args)
+        if not args.no_plots:
+            _check_matplotlib()
+        if args.scheduler:
+            _check_distributed()
+            _check_scheduler(parser, args.scheduler)
+        store = _open_out(parser, args, config)
+    except SystemExit:  # a refused run leaves no folder it made
+        if made:
+            with contextlib.suppress(OSError):
+                Path(args.out).rmdir()
+        raise
+    import torch
+    from joblib import effective_n_jobs
+
     if args.scheduler or effective_n_jobs(config.n_jobs) > 1:
         # The fits run in workers (one torch thread each); this process only
         # predicts, and extra threads here would compete with the workers.

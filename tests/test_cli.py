@@ -300,3 +300,22 @@ def test_run_fits_saves_into_the_runs_store_without_being_passed_it(tmp_path, mo
     with _records.recording(store):
         again = _fits.run_fits(SMOKE, fits, progress)
     assert repr(again) == repr(first) and progress.resumed == 4
+
+
+def test_an_unwritable_out_is_refused_before_torch_is_imported(tmp_path):
+    # The folder is checked first, before the package imports torch, scikit-learn
+    # and skorch (seconds on a small machine): a fresh process answers at once.
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['sparse-token-reproduce', '--out', {str(blocker / 'out')!r}]\n"
+        "try:\n"
+        "    runpy.run_module('sparse_token_estimators', run_name='__main__')\n"
+        "except SystemExit as exc:\n"
+        "    print('exit', exc.code, 'torch' in sys.modules, 'sklearn' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.stdout.split() == ["exit", "2", "False", "False"], done.stderr
+    assert "argument --out: cannot write into" in done.stderr

@@ -36,6 +36,8 @@ a critical width), ``_verdicts`` (the six verdicts and their thresholds),
 plotting), ``_progress``.
 """
 
+import importlib
+
 from ._config import (
     FIRST,
     PAPER,
@@ -46,10 +48,27 @@ from ._config import (
     Training,
     with_sizes,
 )
-from ._figures import save_figures
-from ._progress import Progress, count_finished_tasks
-from ._report import THRESHOLDS, assess_claims, summary_markdown, write_outputs
-from ._run import run
+
+# The rest on first use (PEP 562): the command line reads the presets above
+# and checks its arguments before it imports torch.
+_LAZY = {
+    "save_figures": "._figures", "Progress": "._progress",
+    "count_finished_tasks": "._progress", "THRESHOLDS": "._report",
+    "assess_claims": "._report", "summary_markdown": "._report",
+    "write_outputs": "._report", "run": "._run",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_LAZY])
 
 __all__ = [
     "FIRST", "PAPER", "QUICK", "SCALES", "SMOKE", "THRESHOLDS", "Progress", "ReproductionConfig",
