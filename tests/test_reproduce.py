@@ -9,6 +9,7 @@ each verdict is tested on constructed results in test_verdicts.py.
 import csv
 import json
 import math
+import os
 import sys
 from dataclasses import replace
 
@@ -326,3 +327,19 @@ def test_scaling_training_scales_adams_rate_as_one_over_sqrt_pe_dim():
     # the other trainings keep one rate for every width
     assert Fit("paper", 128, 10).estimator(reproduce.QUICK, 0).lr \
         == reproduce.QUICK.paper_training.lr
+
+
+def test_a_worker_that_imports_only_the_fits_knows_every_model():
+    # joblib's process workers unpickle a Fit by importing reproduce._fits alone;
+    # the models the experiments add must be there (the quick run's population
+    # fits of the architectures failed with KeyError: 'encoder_fixed').
+    import subprocess
+
+    from sparse_token_estimators.reproduce._fits import MODELS
+
+    code = ("from sparse_token_estimators.reproduce._fits import MODELS; "
+            "print(' '.join(sorted(MODELS)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.stdout.split() == sorted(MODELS), done.stderr
+    assert "encoder_fixed" in MODELS

@@ -525,3 +525,10 @@ def _learning_curve(config, group, seed, pool=None):
                           # learning_curve keeps no fitted model: its time, in the worker
                           "fit_cpu_s": math.nan}
             for i, fit in enumerate(group) if sizes_done[i] == fit.n_train}
+
+
+# Two experiments add models of their own to MODELS when they are imported. A
+# worker process that unpickles a Fit imports only this module (the package
+# loads its parts lazily), so they are imported here too: every process knows
+# every model.
+from . import _architectures, _encodings  # noqa: E402, F401
