@@ -40,6 +40,11 @@ def __getattr__(name):
         value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
         globals()[name] = value  # once imported, a plain attribute
         return value
+    try:  # a submodule, as an eager package would have it: sparse_token_estimators.theory
+        return importlib.import_module(f".{name}", __name__)
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}.{name}":
+            raise
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

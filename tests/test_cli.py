@@ -319,3 +319,15 @@ def test_an_unwritable_out_is_refused_before_torch_is_imported(tmp_path):
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert done.stdout.split() == ["exit", "2", "False", "False"], done.stderr
     assert "argument --out: cannot write into" in done.stderr
+
+
+def test_the_package_loads_its_names_and_submodules_on_first_use():
+    code = ("import sys, sparse_token_estimators as ste\n"
+            "print('torch' in sys.modules)\n"
+            "print(ste.SparseTokenFCN.__module__, ste.theory.__name__, 'torch' in sys.modules)\n"
+            "print(sorted(set(ste.__all__) - set(dir(ste))))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.stdout.splitlines() == [
+        "False", "sparse_token_estimators.estimators sparse_token_estimators.theory True", "[]",
+    ], done.stderr
