@@ -33,7 +33,7 @@ from ._experiment import Experiment, find, fmt, fmt_spread, markdown_table, summ
 from ._figures import MIN_FONT, pyplot, task_title
 from ._fits import MODELS, Fit, Model, model_name
 from ._length_generalisation import length_axes
-from ._width_scaling import REFINE, TARGET_R2, mean_score
+from ._width_scaling import REFINE, TARGET_R2, mean_score, replay_round
 
 ENCODER_PARAMS = (("n_heads", 1), ("n_layers", 1))
 #: how the names call each encoding
@@ -82,10 +82,7 @@ class Architectures(Experiment):
         _searches(config, fit_round)
 
     def collect(self, config, records):
-        def lookup(fits):
-            return {(f, s): records[f, s] for f in fits for s in config.seeds()}
-
-        brackets = _searches(config, lookup)
+        brackets = _searches(config, replay_round(config, records))
         T, seeds = config.seq_len, config.seeds()
         points, critical = [], []
         for model, b in brackets.items():

@@ -33,6 +33,7 @@ from ._width_scaling import (
     critical_rows,
     doubling_check,
     per_seed_minimum,
+    replay_round,
     sequential_searches,
 )
 
@@ -69,10 +70,7 @@ class FCNTightness(Experiment):
         _searches(config, fit_round)
 
     def collect(self, config, records):
-        def lookup(fits):
-            return {(f, s): records[f, s] for f in fits for s in config.seeds()}
-
-        brackets, check = _searches(config, lookup)
+        brackets, check = _searches(config, replay_round(config, records))
         points, summary = collect_points(config, records, brackets,
                                          lambda T, w: _fit(config, T, w), "hidden_width")
         d = config.token_dim

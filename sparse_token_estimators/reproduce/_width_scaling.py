@@ -171,6 +171,16 @@ def critical_rows(config, brackets, summary, extra):
     return rows
 
 
+def replay_round(config, records):
+    """A ``fit_round`` that reads a finished run's records: a search replayed
+    in ``collect`` takes the same steps as it took in ``search``, fitting nothing."""
+
+    def fit_round(fits):
+        return {(f, s): records[f, s] for f in fits for s in config.seeds()}
+
+    return fit_round
+
+
 class WidthScaling(Experiment):
     name = "width_scaling"
     title = "Transformer width scaling: pe_dim* against T (paper's model, population)"
@@ -179,10 +189,7 @@ class WidthScaling(Experiment):
         _searches(config, fit_round)
 
     def collect(self, config, records):
-        def lookup(fits):
-            return {(f, s): records[f, s] for f in fits for s in config.seeds()}
-
-        brackets, check = _searches(config, lookup)
+        brackets, check = _searches(config, replay_round(config, records))
         points, summary = collect_points(config, records, brackets,
                                          lambda T, w: _fit(config, T, w), "pe_dim")
         rows = critical_rows(config, brackets, summary, lambda T: {
