@@ -74,3 +74,60 @@ def test_sentences_follow_the_numbers(results):
     assert "no PE" in stays and "RoPE" in stays and "LSTM" not in stays
     ranges = next(s for s in text if s.startswith("Across the encoder's encodings"))
     assert "from 0.000" in ranges and "to 0.900 (transformer encoder, no PE" in ranges
+
+
+@pytest.fixture(scope="module")
+def several_lengths():
+    """The experiment alone at three T (as the paper preset searches the scaling law's T)."""
+    config = reproduce.with_sizes(SMOKE, experiments=("architectures",),
+                                  architecture_lens=(3, 4, 6), architecture_width_stop=12)
+    return config, reproduce.run(config, progress=False)
+
+
+def test_widths_are_searched_at_every_length(several_lengths):
+    config, results = several_lengths
+    assert config.architecture_seq_lens() == [3, 4, 6]
+    section = results["architectures"]
+    critical = section["critical"]
+    assert sorted((r["model"], r["seq_len"]) for r in critical) == sorted(
+        (m, T) for m in SEARCHED for T in (3, 4, 6))
+    for row in critical:
+        T = row["seq_len"]
+        assert row["td"] == T * SMOKE.token_dim
+        assert row["stop"] == min(12, 4 * T * SMOKE.token_dim)
+        assert max(row["evaluated"]) <= row["stop"]
+    # each T's search starts where the T before found its width (or at its floor)
+    for model in SEARCHED:
+        rows = sorted((r for r in critical if r["model"] == model), key=lambda r: r["seq_len"])
+        for before, after in zip(rows, rows[1:]):
+            if before["star"]:
+                assert min(before["star"], after["stop"]) in after["evaluated"]
+    # every point of the searches is a record of its own T
+    assert {p["seq_len"] for p in section["points"]} == {3, 4, 6}
+    fitted = {(f["model"], f["seq_len"], f.get("hidden_size") or f.get("d_model"))
+              for f in results["fits"] if "architectures" in f["used_by"]}
+    assert {(p["model"], p["seq_len"], p["width"]) for p in section["points"]} <= fitted
+
+
+def test_several_lengths_in_summary_and_figure(several_lengths, tmp_path):
+    pytest.importorskip("matplotlib")
+    config, results = several_lengths
+    summary = reproduce.summary_markdown(results, figures=False)
+    assert "at T = 3, 4, 6 for the widths" in summary
+    text = sentences(results)
+    assert text[0].startswith("The encoder without positional encoding: ")
+    assert all("T=3" in s for s in text[:3])
+    written = {p.name for p in reproduce.write_outputs(results, tmp_path)}
+    assert "architectures.png" in written
+
+
+def test_several_lengths_sentences_follow_the_numbers(several_lengths):
+    _, results = several_lengths
+    results = copy.deepcopy(results)
+    for row in results["architectures"]["critical"]:
+        if row["model"] == "gru":
+            row.update(star=None, evaluated=[1, 2, 4, 8, 12]) if row["seq_len"] == 6 \
+                else row.update(star=2)
+    text = next(s for s in sentences(results) if s.startswith("The GRU"))
+    assert text == ("The GRU: smallest width for R^2 0.8 2 at T=3, 2 at T=4 (d = 2; below "
+                    "T d at each); not reached at T=6 up to width 12.")

@@ -55,20 +55,32 @@ LENGTH_MODELS = (*(f"encoder_{e}" for e in ENCODER_ENCODINGS), *CELLS)
 START, FLOOR = 4, 1
 
 
-def _fit(config, model, width):
-    return Fit(model, width, config.seq_len, "population", n_train=config.architecture_n_train)
+def _fit(config, model, width, seq_len=None):
+    return Fit(model, width, seq_len or config.seq_len, "population",
+               n_train=config.architecture_n_train)
+
+
+def _stop(config, T):
+    return max(START, min(config.architecture_width_stop, 4 * T * config.token_dim))
 
 
 def _searches(config, fit_round):
-    stop = max(START, 4 * config.seq_len * config.token_dim)
-    searches = {m: BracketSearch(START, target=TARGET_R2, stop=stop, floor=FLOOR,
-                                 factor=2.0, refine=REFINE) for m in SEARCHED}
+    """``{T: {model: Bracket}}``: at each T of ``architecture_seq_lens()`` in
+    increasing T, the searched models in lock-step, each starting from its
+    smallest width at the T before (from START at the first)."""
+    found, previous = {}, {}
+    for T in config.architecture_seq_lens():
+        searches = {m: BracketSearch(min(max(previous.get(m) or START, FLOOR), _stop(config, T)),
+                                     target=TARGET_R2, stop=_stop(config, T), floor=FLOOR,
+                                     factor=2.0, refine=REFINE) for m in SEARCHED}
 
-    def evaluate(jobs):
-        fits = [_fit(config, m, w) for m, w in jobs]
-        return mean_score(fit_round(fits), fits, config.seeds())
+        def evaluate(jobs, T=T):
+            fits = [_fit(config, m, w, T) for m, w in jobs]
+            return mean_score(fit_round(fits), fits, config.seeds())
 
-    return run_brackets(evaluate, searches)
+        found[T] = run_brackets(evaluate, searches)
+        previous = {m: b.width for m, b in found[T].items()}
+    return found
 
 
 class Architectures(Experiment):
@@ -82,37 +94,44 @@ class Architectures(Experiment):
         _searches(config, fit_round)
 
     def collect(self, config, records):
-        brackets = _searches(config, replay_round(config, records))
-        T, seeds = config.seq_len, config.seeds()
+        found = _searches(config, replay_round(config, records))
+        T0, seeds, d = config.seq_len, config.seeds(), config.token_dim
         points, critical = [], []
-        for model, b in brackets.items():
-            for w, _ in b.evaluated:
-                for seed in seeds:
-                    r = records[_fit(config, model, w), seed]
-                    points.append({"model": model, "model_name": r["model_name"], "width": w,
-                                   "seed": seed, "val_r2": r["val_r2"], "test_r2": r["test_r2"],
-                                   "fit_cpu_s": r["fit_cpu_s"]})
-        summary = summarise(points, ["model", "model_name", "width"],
+        for T, brackets in found.items():
+            for model, b in brackets.items():
+                for w, _ in b.evaluated:
+                    for seed in seeds:
+                        r = records[_fit(config, model, w, T), seed]
+                        points.append({"model": model, "model_name": r["model_name"],
+                                       "seq_len": T, "width": w, "seed": seed,
+                                       "val_r2": r["val_r2"], "test_r2": r["test_r2"],
+                                       "fit_cpu_s": r["fit_cpu_s"]})
+        summary = summarise(points, ["model", "model_name", "seq_len", "width"],
                             ["val_r2", "test_r2", "fit_cpu_s"])
-        for model, b in brackets.items():
-            at = find(summary, model=model, width=b.width) if b.width else None
-            critical.append({"model": model, "model_name": model_name(model, config),
-                             "star": b.width, "lower": b.lower, "status": b.status,
-                             "evaluated": [w for w, _ in b.evaluated],
-                             "test_r2_mean": at["test_r2_mean"] if at else None,
-                             "test_r2_sd": at["test_r2_sd"] if at else None})
+        for T, brackets in found.items():
+            for model, b in brackets.items():
+                at = find(summary, model=model, seq_len=T, width=b.width) if b.width else None
+                critical.append({"model": model, "model_name": model_name(model, config),
+                                 "seq_len": T, "td": T * d,
+                                 "fcn_bound_width": fcn_critical_width(
+                                     T, config.n_selected, d, TARGET_R2),
+                                 "star": b.width, "lower": b.lower, "status": b.status,
+                                 "stop": _stop(config, T),
+                                 "evaluated": [w for w, _ in b.evaluated],
+                                 "test_r2_mean": at["test_r2_mean"] if at else None,
+                                 "test_r2_sd": at["test_r2_sd"] if at else None})
         rows = []
         for model in LENGTH_MODELS:
             for seed in seeds:
                 r = records[_fit(config, model, config.architecture_width), seed]
                 rows += [{"model": model, "model_name": r["model_name"],
-                          "width": config.architecture_width, "length": L, "factor": L / T,
+                          "width": config.architecture_width, "length": L, "factor": L / T0,
                           "seed": seed, "r2": r2}
                          for L, r2 in r["r2_by_length"].items() if not math.isnan(r2)]
         return {"target_r2": TARGET_R2, "refine": REFINE, "n_train": config.architecture_n_train,
-                "width": config.architecture_width, "td": T * config.token_dim,
-                "fcn_bound_width": fcn_critical_width(T, config.n_selected, config.token_dim,
-                                                      TARGET_R2),
+                "width": config.architecture_width, "td": T0 * d,
+                "width_stop": config.architecture_width_stop,
+                "fcn_bound_width": fcn_critical_width(T0, config.n_selected, d, TARGET_R2),
                 "points": points, "summary": summary, "critical": critical,
                 "lengths": rows,
                 "lengths_summary": summarise(rows, ["model", "model_name", "length"], ["r2"])}
@@ -126,7 +145,10 @@ class Architectures(Experiment):
     def summary(self, results):
         cfg, s = results["config"], results[self.name]
         T, factors, n = cfg["seq_len"], cfg["length_factors"], cfg["n_seeds"]
-        lines = [f"Beyond the paper, measured, no verdict. Trained on the population at T={T} "
+        lens = _lens(s)
+        where = (f"at T={T}" if lens == [T] else
+                 f"at T = {', '.join(map(str, lens))} for the widths and T={T} for the lengths")
+        lines = [f"Beyond the paper, measured, no verdict. Trained on the population {where} "
                  f"({s['n_train']} fresh sequences every epoch, Adam lr "
                  f"{cfg['architecture_training']['lr']}, batch "
                  f"{cfg['architecture_training']['batch_size']}, "
@@ -135,18 +157,20 @@ class Architectures(Experiment):
                  "run, see the module's docstring); the encoder has one "
                  f"block and one head. Smallest width whose validation R^2 (mean over {n} "
                  f"seeds) reaches {s['target_r2']}, by the bracketing search of the scaling "
-                 f"law (to a factor {s['refine']:.3f}), with its held-out R^2; T d = "
-                 f"{s['td']}, and the FCN bound allows R^2 {s['target_r2']} only from width "
-                 f"{s['fcn_bound_width']}.", ""]
-        rows = [[r["model_name"], fmt(r["star"], "d") if r["star"] else "-",
+                 f"law (to a factor {s['refine']:.3f}; widths up to "
+                 f"min({s['width_stop']}, 4 T d)), with its held-out R^2, beside T d and the "
+                 f"width from which the FCN bound allows R^2 {s['target_r2']}.", ""]
+        rows = [[r["model_name"], str(r["seq_len"]), fmt(r["star"], "d") if r["star"] else "-",
                  f"({fmt(r['lower'], 'd') if r['lower'] else '-'}, "
                  f"{fmt(r['star'], 'd') if r['star'] else '-'}]", r["status"],
                  "-" if r["test_r2_mean"] is None
                  else f"{r['test_r2_mean']:.3f} ± {r['test_r2_sd']:.3f}",
-                 ", ".join(str(w) for w in r["evaluated"])] for r in s["critical"]]
-        lines += markdown_table(["model", "smallest width", "bracket", "search",
-                                 "held-out R^2", "widths fitted"], rows,
-                                ["l", "r", "r", "l", "r", "l"])
+                 str(r["td"]), str(r["fcn_bound_width"]),
+                 ", ".join(str(w) for w in r["evaluated"])]
+                for r in sorted(s["critical"], key=_order)]
+        lines += markdown_table(["model", "T", "smallest width", "bracket", "search",
+                                 "held-out R^2", "T d", "FCN bound's width", "widths fitted"],
+                                rows, ["l", "r", "r", "r", "l", "r", "r", "r", "l"])
         lines += ["", f"Held-out R^2 (mean ± sd over {n} seeds) at width {s['width']} "
                   f"(d_model, hidden_size), trained at T={T}:", ""]
         rows = [[results["models"][m]["name"]] + [
@@ -158,6 +182,15 @@ class Architectures(Experiment):
 
     def figures(self):
         return {"architectures.png": plot_architectures}
+
+
+def _lens(section):
+    """The T of the width searches, increasing."""
+    return sorted({r["seq_len"] for r in section["critical"]})
+
+
+def _order(row):
+    return SEARCHED.index(row["model"]), row["seq_len"]
 
 
 def _present(section):
@@ -174,20 +207,35 @@ def sentences(results):
         row = find(s["lengths_summary"], model=model, length=factor * T)
         return math.nan if row is None else row["r2_mean"]
 
-    out = []
-    by_model = {r["model"]: r for r in s["critical"]}
+    out, lens = [], _lens(s)
     for model, what in (("encoder_none", "The encoder without positional encoding"),
                         ("gru", "The GRU"), ("lstm", "The LSTM")):
-        r = by_model.get(model)
-        if r is None:
+        rows = sorted((r for r in s["critical"] if r["model"] == model), key=_order)
+        if not rows:
             continue
-        if r["star"]:
-            out.append(f"{what} reaches R^2 {target} at width {r['star']} (d = "
-                       f"{cfg['token_dim']}, T d = {s['td']}; held-out R^2 "
-                       f"{fmt(r['test_r2_mean'])}).")
-        else:
-            out.append(f"{what} does not reach R^2 {target} at any width up to "
-                       f"{max(r['evaluated'])}.")
+        if len(lens) == 1:
+            r = rows[0]
+            if r["star"]:
+                out.append(f"{what} reaches R^2 {target} at width {r['star']} (d = "
+                           f"{cfg['token_dim']}, T d = {r['td']}; held-out R^2 "
+                           f"{fmt(r['test_r2_mean'])}).")
+            else:
+                out.append(f"{what} does not reach R^2 {target} at any width up to "
+                           f"{max(r['evaluated'])}.")
+            continue
+        found = [r for r in rows if r["star"]]
+        text = f"{what}: "
+        if found:
+            text += (f"smallest width for R^2 {target} "
+                     + ", ".join(f"{r['star']} at T={r['seq_len']}" for r in found)
+                     + f" (d = {cfg['token_dim']}; "
+                     + ("below T d at each" if all(r["star"] < r["td"] for r in found)
+                        else "not below T d at each") + ")")
+        missed = [r for r in rows if not r["star"]]
+        if missed:
+            text += ("; " if found else "") + "not reached " + ", ".join(
+                f"at T={r['seq_len']} up to width {max(r['evaluated'])}" for r in missed)
+        out.append(text + ".")
     keeps = [m for m in _present(s) if r2(m, 1) >= target and r2(m, top) >= target]
     names = {m: results["models"][m]["name"] for m in _present(s)}
     out.append(f"At width {s['width']}, R^2 stays at or above {target} from T to {top}T for: "
@@ -212,19 +260,10 @@ def plot_architectures(results):
     cfg, s = results["config"], results["architectures"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.2), layout="constrained",
                                       width_ratios=(1, 1.6))
-    # the value in the tick label, not over the bar: no reference line strikes it
-    labels = [r["model_name"].split(" (")[0].replace("transformer encoder, ", "encoder,\n")
-              + "\n" + (f"{r['star']}" if r["star"] else f"none up to {max(r['evaluated'])}")
-              for r in s["critical"]]
-    stars = [r["star"] or 0 for r in s["critical"]]
-    left.bar(range(len(stars)), stars, color="tab:blue")
-    left.axhline(s["td"], color="black", linestyle="--", label=f"T d = {s['td']}")
-    left.axhline(s["fcn_bound_width"], color="tab:red", linestyle=":",
-                 label=f"FCN bound's width for R^2 {s['target_r2']}")
-    left.set_xticks(range(len(stars)), labels)
-    top = max([s["td"], s["fcn_bound_width"], *stars])
-    left.set(ylim=(0, 1.1 * top), ylabel="smallest width (d_model, hidden_size)",
-             title=f"Smallest width with validation R^2 >= {s['target_r2']}")
+    if len(_lens(s)) == 1:
+        _width_bars(left, s)
+    else:
+        _width_lines(left, s)
     for model in _present(s):
         rows = sorted((r for r in s["lengths_summary"] if r["model"] == model),
                       key=lambda r: r["length"])
@@ -240,6 +279,49 @@ def plot_architectures(results):
     fig.suptitle(f"More architectures (beyond the paper; {task_title(cfg)})",
                  fontsize=MIN_FONT + 2)
     return fig
+
+
+def _width_bars(ax, s):
+    """One T: a bar per searched model, T d and the FCN bound's width as lines."""
+    # the value in the tick label, not over the bar: no reference line strikes it
+    labels = [r["model_name"].split(" (")[0].replace("transformer encoder, ", "encoder,\n")
+              + "\n" + (f"{r['star']}" if r["star"] else f"none up to {max(r['evaluated'])}")
+              for r in s["critical"]]
+    stars = [r["star"] or 0 for r in s["critical"]]
+    td, bound = s["critical"][0]["td"], s["critical"][0]["fcn_bound_width"]
+    ax.bar(range(len(stars)), stars, color="tab:blue")
+    ax.axhline(td, color="black", linestyle="--", label=f"T d = {td}")
+    ax.axhline(bound, color="tab:red", linestyle=":",
+               label=f"FCN bound's width for R^2 {s['target_r2']}")
+    ax.set_xticks(range(len(stars)), labels)
+    ax.set(ylim=(0, 1.1 * max([td, bound, *stars])),
+           ylabel="smallest width (d_model, hidden_size)",
+           title=f"Smallest width with validation R^2 >= {s['target_r2']}")
+
+
+def _width_lines(ax, s):
+    """Several T: each searched model's smallest width against T (log axes),
+    beside T d and the FCN bound's width; a T not reached marked at the widest fit."""
+    lens = _lens(s)
+    by_T = {r["seq_len"]: r for r in s["critical"]}
+    ax.plot(lens, [by_T[T]["td"] for T in lens], color="black", linestyle="--", label="T d")
+    ax.plot(lens, [by_T[T]["fcn_bound_width"] for T in lens], color="tab:red", linestyle=":",
+            label=f"FCN bound's width for R^2 {s['target_r2']}")
+    for model, color in zip(SEARCHED, ("tab:blue", "tab:green", "tab:orange")):
+        rows = sorted((r for r in s["critical"] if r["model"] == model), key=_order)
+        name = rows[0]["model_name"].split(" (")[0].replace("transformer encoder, ", "encoder, ")
+        found = [r for r in rows if r["star"]]
+        ax.plot([r["seq_len"] for r in found], [r["star"] for r in found], marker=MARKERS[model],
+                color=color, label=name)
+        missed = [r for r in rows if not r["star"]]
+        if missed:
+            ax.scatter([r["seq_len"] for r in missed], [max(r["evaluated"]) for r in missed],
+                       marker="^", s=50, color=color, label=f"{name}: not reached up to here")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xticks(lens, [str(T) for T in lens])
+    ax.set(xlabel="sequence length T", ylabel="smallest width (d_model, hidden_size)",
+           title=f"Smallest width with validation R^2 >= {s['target_r2']}")
 
 
 EXPERIMENT = Architectures()

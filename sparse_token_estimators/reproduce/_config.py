@@ -169,6 +169,13 @@ class ReproductionConfig:
         Their fresh sequences per epoch (at T = ``seq_len``).
     architecture_width : int
         ``d_model`` / ``hidden_size`` of their fits scored per length.
+    architecture_lens : tuple of int or None
+        The T at which their smallest widths are searched; None: ``seq_len``
+        alone (the quick preset), the paper preset the scaling law's T.
+    architecture_width_stop : int
+        The widest ``d_model`` / ``hidden_size`` those searches fit (at most
+        4 T d too): a search that reaches it without the target reports the
+        width as not reached up to it.
     experiments : tuple of str or None
         The experiments to run, by name (``width_separation``,
         ``length_generalisation``, ``alignment``, ``width_scaling``,
@@ -200,7 +207,7 @@ class ReproductionConfig:
     n_pe_draws: int = 8
     length_pe_dim: int = 256
     paper_training: Training = field(default=Training(lr=0.005, max_epochs=15, batch_size=128))
-    ensemble_training: Training = field(default=Training(lr=0.02, max_epochs=15))
+    ensemble_training: Training = field(default=Training(lr=0.02, max_epochs=10))
     fcn_training: Training = field(default=Training(lr=0.003, max_epochs=30))
     fcn_span: tuple = (0.5, 4.0)
     length_factors: tuple = (1, 2, 4, 8)
@@ -231,6 +238,8 @@ class ReproductionConfig:
                                                              batch_size=64))
     architecture_n_train: int = 2048
     architecture_width: int = 32
+    architecture_lens: tuple = None
+    architecture_width_stop: int = 64
     experiments: tuple = None
     device: str = "auto"
     n_jobs: int = -1
@@ -262,6 +271,12 @@ class ReproductionConfig:
     def tightness_n_train(self, seq_len):
         """Fresh sequences per epoch of the FCN's tightness fits at ``seq_len``."""
         return max(1, round(self.tightness_samples * seq_len / 8))
+
+    def architecture_seq_lens(self):
+        """The T of the architectures' width searches (each above n_selected)."""
+        if self.architecture_lens is None:
+            return [self.seq_len]
+        return sorted({T for T in self.architecture_lens if T > self.n_selected})
 
     def sample_seq_lens(self):
         """The T of the sample-complexity curves (each above n_selected)."""
@@ -335,6 +350,7 @@ PAPER = ReproductionConfig(
     scaling_lens=(8, 16, 32, 64, 128, 256), scaling_n_train=4096, scaling_check_len=64,
     scaling_training=Training(lr=0.02, max_epochs=10, batch_size=32, lr_ref_width=32),
     tightness_lens=(8, 16, 32), tightness_check_len=16,
+    architecture_lens=(8, 16, 32, 64, 128),
     population_pe_dims=(8, 16, 32, 64, 128),
     sample_factors=(0.25, 0.5, 1.0), sample_sizes=(2, 8, 32, 128),
     sample_fcn_sizes=(512, 2048, 8192, 32768, 131072, 524288), sample_fcn_factor=4.0,

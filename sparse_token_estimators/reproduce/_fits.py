@@ -199,7 +199,8 @@ class Fit:
             return SparseTokenFCN(hidden_width=self.width, callbacks=[*budget, _FitClock()],
                                   **common)
         if spec.family == "encoder":
-            return SparseTokenEncoder(d_model=self.width, max_seq_len=max(config.length_grid()),
+            return SparseTokenEncoder(d_model=self.width,
+                                      max_seq_len=max(*config.length_grid(), self.seq_len),
                                       callbacks=[*budget, _FitClock()], **common)
         if spec.family == "rnn":
             return SparseTokenRNN(hidden_size=self.width, callbacks=[*budget, _FitClock()],

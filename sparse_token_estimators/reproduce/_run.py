@@ -1,6 +1,7 @@
 """``run``: fit what every experiment needs, once, and assess the claims."""
 
 import platform
+import threading
 import time
 from dataclasses import asdict
 
@@ -60,24 +61,96 @@ def planned_fits(config):
     return used_by
 
 
-def _fit_round(config, name, records, used_by, progress):
-    """``fit_round(fits)`` of a search: fit those not fitted yet (every seed, through
-    ``run_fits``), note that experiment ``name`` uses them, return their records."""
+class _Abandoned(Exception):
+    """Raised in a search's thread when the run stops (another search failed)."""
 
-    def fit_round(fits):
-        new = [f for f in dict.fromkeys(fits) if f not in used_by]
-        for fit in fits:
-            names = used_by.setdefault(fit, [])
-            if name not in names:
-                names.append(name)
-        if new:
-            # a search's fits are not known in advance: the total grows as it goes
-            progress.add(len(new) * config.n_seeds)
-            progress.plan(sum(f.cost(config) for f in new) * config.n_seeds)
-            records.update(run_fits(config, new, progress))
-        return {(f, s): records[f, s] for f in fits for s in config.seeds()}
 
-    return fit_round
+def _searches(config, experiments, records, used_by, progress):
+    """Run the experiments' searches side by side, their rounds merged.
+
+    Each experiment's ``search(config, fit_round)`` runs in a thread of its
+    own; a call of its ``fit_round(fits)`` waits until every search still
+    running waits too, then all their fits are fitted as one round (every
+    seed, through ``run_fits``, in this thread), so the workers are not left
+    idle by rounds of a few fits. A search's path depends only on the scores
+    it is given, and each fit is seeded: which searches share a round changes
+    the schedule, not a number. Experiments that use a fit are noted in
+    experiment order. The first search that fails stops the others; its
+    exception is raised here.
+    """
+    cond = threading.Condition()
+    pending, answers, errors = {}, {}, {}
+    live = set(range(len(experiments)))
+
+    def fit_round_of(i):
+        def fit_round(fits):
+            with cond:
+                pending[i] = list(fits)
+                cond.notify_all()
+                cond.wait_for(lambda: i in answers)
+                answer = answers.pop(i)
+            if isinstance(answer, BaseException):
+                raise _Abandoned from answer
+            return answer
+        return fit_round
+
+    def search(i, experiment):
+        try:
+            experiment.search(config, fit_round_of(i))
+        except _Abandoned:
+            pass
+        except BaseException as error:  # noqa: BLE001 - raised again in the caller
+            errors[i] = error
+        finally:
+            with cond:
+                live.discard(i)
+                cond.notify_all()
+
+    threads = [threading.Thread(target=search, args=(i, e), daemon=True,
+                                name=f"search:{e.name}") for i, e in enumerate(experiments)]
+    for thread in threads:
+        thread.start()
+    try:
+        while True:
+            with cond:
+                cond.wait_for(lambda: errors or all(i in pending for i in live))
+                if errors or not live:
+                    for i in live:  # a search failed: release the others
+                        answers[i] = errors[min(errors)]
+                    cond.notify_all()
+                    break
+                batch = sorted(pending.items())
+                pending.clear()
+            new = []
+            for i, fits in batch:
+                for fit in fits:
+                    names = used_by.get(fit)
+                    if names is None:
+                        names = used_by[fit] = []
+                        new.append(fit)
+                    if experiments[i].name not in names:
+                        names.append(experiments[i].name)
+            new = list(dict.fromkeys(new))
+            if new:
+                # a search's fits are not known in advance: the total grows as it goes
+                progress.add(len(new) * config.n_seeds)
+                progress.plan(sum(f.cost(config) for f in new) * config.n_seeds)
+                records.update(run_fits(config, new, progress))
+            with cond:
+                for i, fits in batch:
+                    answers[i] = {(f, s): records[f, s] for f in fits for s in config.seeds()}
+                cond.notify_all()
+    except BaseException as error:
+        with cond:  # release every waiting search: nothing more is fitted
+            for i in live:
+                answers[i] = error
+            cond.notify_all()
+        raise
+    finally:
+        for thread in threads:
+            thread.join()
+    if errors:
+        raise errors[min(errors)]
 
 
 def run(config=QUICK, *, progress=True, store=None):
@@ -135,9 +208,7 @@ def _run(config, progress):
     try:
         with count_finished_tasks(progress.advance):
             records = run_fits(config, used_by, progress)
-            for experiment in selected(config):
-                experiment.search(config, _fit_round(config, experiment.name, records,
-                                                     used_by, progress))
+            _searches(config, selected(config), records, used_by, progress)
     finally:
         progress.close()
     results = {
