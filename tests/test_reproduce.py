@@ -343,3 +343,24 @@ def test_a_worker_that_imports_only_the_fits_knows_every_model():
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert done.stdout.split() == sorted(MODELS), done.stderr
     assert "encoder_fixed" in MODELS
+
+
+def test_width_separation_at_every_T_of_the_searches(results):
+    """The summary's separation table: the transformer's d + pe_dim* at each T of the
+    scaling law, the FCN's m* where searched, the bound's width at every T."""
+    import copy
+
+    from sparse_token_estimators.reproduce._fcn_tightness import separation_lines
+    from sparse_token_estimators.theory import fcn_critical_width
+
+    results = copy.deepcopy(results)
+    d, q = SMOKE.token_dim, SMOKE.n_selected
+    results["width_scaling"]["critical"] = [
+        {"seq_len": 4, "star": 3, "lower": 2}, {"seq_len": 8, "star": None, "lower": 8}]
+    results["fcn_tightness"]["critical"] = [{"seq_len": 4, "star": 9, "lower": 6}]
+    lines = separation_lines(results)
+    table = [line for line in lines if line.startswith("|")][2:]
+    assert table == [
+        f"| 4 | {4 * d} | {d + 3} | 9 | {fcn_critical_width(4, q, d, 0.8)} |",
+        f"| 8 | {8 * d} | > {d + 8} | not searched | {fcn_critical_width(8, q, d, 0.8)} |"]
+    assert "narrowest FCN the bound allows at every T" in " ".join(lines)

@@ -4,8 +4,7 @@ import threading
 
 import pytest
 
-from sparse_token_estimators.reproduce import SMOKE
-from sparse_token_estimators.reproduce import _run
+from sparse_token_estimators.reproduce import SMOKE, _run
 from sparse_token_estimators.reproduce._bracket import BracketSearch, run_brackets
 from sparse_token_estimators.reproduce._fits import Fit
 from sparse_token_estimators.reproduce._progress import Progress

@@ -126,10 +126,35 @@ class FCNTightness(Experiment):
                       f"epoch (twice the steps): mean validation R^2 {c['lower_r2']:.3f} at "
                       f"m={c['lower']}, {c['upper_r2']:.3f} at m={c['upper']}: m* "
                       + ("unchanged." if c["unchanged"] else "CHANGED (the steps set it).")]
-        return lines
+        return lines + separation_lines(results)
 
     def figures(self):
         return {"critical_widths.png": plot_critical_widths}
+
+
+def separation_lines(results):
+    """The width separation at every T of the two searches: the transformer's
+    d + pe_dim*, the FCN's m* where measured, and the bound's width at every T."""
+    cfg, d, q = results["config"], results["config"]["token_dim"], results["config"]["n_selected"]
+    scaling = {r["seq_len"]: r for r in results.get("width_scaling", {}).get("critical", [])}
+    fcn = {r["seq_len"]: r for r in results[FCNTightness.name]["critical"]}
+    if not scaling:
+        return []
+    target = results[FCNTightness.name]["target_r2"]
+
+    def width(row, offset):
+        if row is None:
+            return "not searched"
+        return str(offset + row["star"]) if row["star"] else f"> {offset + row['lower']}"
+
+    rows = [[str(T), str(T * d), width(scaling.get(T), d), width(fcn.get(T), 0),
+             str(fcn_critical_width(T, q, d, target))] for T in sorted({*scaling, *fcn})]
+    return ["", f"The width separation at every T (validation R^2 >= {target}, mean over "
+            f"{cfg['n_seeds']} seed{'s' if cfg['n_seeds'] > 1 else ''}): the transformer's "
+            "d + pe_dim* against the FCN's m* where it was searched, and the narrowest "
+            "FCN the bound allows at every T (no FCN narrower reaches the target).", ""] + \
+        markdown_table(["T", "T*d", "transformer d + pe_dim*", "FCN m*", "bound's width"],
+                       rows, ["r", "r", "r", "r", "r"])
 
 
 def plot_critical_widths(results):
@@ -150,9 +175,16 @@ def plot_critical_widths(results):
         ax.errorbar(td, star, yerr=[star - low, np.zeros_like(star)], capsize=3,
                     label=label, **STYLES[model])
         plotted += list(td) + list(star)
-        if key == "fcn_tightness":
-            ax.plot(td, [r["bound_width"] for r in rows], linestyle=":", color="tab:red",
-                    label="narrowest FCN the bound allows (theory)")
+    # the bound's width at every T either search measured: the separation where no
+    # FCN was fitted too (no FCN narrower than it reaches R^2 0.8)
+    lens = sorted({r["seq_len"] for key in ("width_scaling", "fcn_tightness")
+                   for r in results.get(key, {}).get("critical", [])})
+    if plotted and lens:
+        target = results.get("fcn_tightness", results.get("width_scaling"))["target_r2"]
+        ax.plot([T * d for T in lens],
+                [fcn_critical_width(T, cfg["n_selected"], d, target) for T in lens],
+                linestyle=":", color="tab:red", marker=".",
+                label="narrowest FCN the bound allows (theory)")
     if plotted:
         span = np.geomspace(min(plotted), max(plotted), 20)
         ax.plot(span, span, color="gray", linestyle="--", label="width = T*d")
