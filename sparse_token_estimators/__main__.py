@@ -89,7 +89,7 @@ def build_parser():
                             "judges the paper's three claims alone: what make run runs)")
     scale.add_argument("--scale", choices=sorted(reproduce.SCALES),
                        help="'paper': T=20, more samples, pe_dim up to 512, the scaling "
-                            "law over T=10..40, learning curves over T=5..20; within the "
+                            "law over T=8..256, learning curves over T=5..20; within the "
                             "hour on 2 CPU cores")
     parser.set_defaults(scale="quick")
     parser.add_argument(

@@ -129,5 +129,5 @@ def test_several_lengths_sentences_follow_the_numbers(several_lengths):
             row.update(star=None, evaluated=[1, 2, 4, 8, 12]) if row["seq_len"] == 6 \
                 else row.update(star=2)
     text = next(s for s in sentences(results) if s.startswith("The GRU"))
-    assert text == ("The GRU: smallest width for R^2 0.8 2 at T=3, 2 at T=4 (d = 2; below "
+    assert text == ("The GRU: smallest width reaching R^2 0.8: 2 at T=3, 2 at T=4 (d = 2; below "
                     "T d at each); not reached at T=6 up to width 12.")

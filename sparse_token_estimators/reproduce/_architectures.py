@@ -226,7 +226,7 @@ def sentences(results):
         found = [r for r in rows if r["star"]]
         text = f"{what}: "
         if found:
-            text += (f"smallest width for R^2 {target} "
+            text += (f"smallest width reaching R^2 {target}: "
                      + ", ".join(f"{r['star']} at T={r['seq_len']}" for r in found)
                      + f" (d = {cfg['token_dim']}; "
                      + ("below T d at each" if all(r["star"] < r["td"] for r in found)

@@ -339,11 +339,12 @@ def _check_values(config):
                          "n >= 1: n parallel fits); got 0.")
 
 
-#: about 6 minutes on 2 CPU cores, every claim judged over 3 seeds
+#: every experiment, every claim judged over 3 seeds: about 8 minutes on 2 CPU cores
+#: (6 1/2 without the architectures; measured in docs/reproduction.rst)
 QUICK = ReproductionConfig()
 #: T = 20, more samples and a wider pe_dim grid, the scaling law over T = 8 to 256
-#: (32x), the FCN's tightness at T = 8, 16, 32, the learning curves over T = 5, 10,
-#: 20: within the hour on 2 CPU cores
+#: (32x), the FCN's tightness at T = 8, 16, 32, the architectures' widths over
+#: T = 8 to 128, the learning curves over T = 5, 10, 20: 39 minutes on 2 CPU cores
 PAPER = ReproductionConfig(
     seq_len=20, n_samples=50_000, n_test=10_000,
     pe_dims=(4, 8, 16, 32, 64, 128, 256, 512), ensemble_pe_dims=(16, 64, 256),

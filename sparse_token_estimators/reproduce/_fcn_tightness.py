@@ -166,7 +166,14 @@ def plot_critical_widths(results):
     for key, offset, model, label in (
             ("width_scaling", d, "paper", "transformer (paper's model): d + pe_dim*"),
             ("fcn_tightness", 0, "fcn", "FCN: m*")):
-        rows = [r for r in results.get(key, {}).get("critical", []) if r["star"]]
+        every = results.get(key, {}).get("critical", [])
+        missed = [r for r in every if not r["star"] and r["lower"]]
+        if missed:
+            ax.scatter([r["td"] for r in missed], [offset + r["lower"] for r in missed],
+                       marker="^", s=50, color=STYLES[model].get("color"),
+                       label=f"{label.split(':')[0]}: not reached up to here")
+            plotted += [r["td"] for r in missed] + [offset + r["lower"] for r in missed]
+        rows = [r for r in every if r["star"]]
         if not rows:
             continue
         td = np.array([r["td"] for r in rows], dtype=float)
