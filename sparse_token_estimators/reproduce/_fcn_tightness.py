@@ -150,10 +150,11 @@ def separation_lines(results):
     rows = [[str(T), str(T * d), width(scaling.get(T), d), width(fcn.get(T), 0),
              str(fcn_critical_width(T, q, d, target))] for T in sorted({*scaling, *fcn})]
     return ["", f"The width separation at every T (validation R^2 >= {target}, mean over "
-            f"{cfg['n_seeds']} seed{'s' if cfg['n_seeds'] > 1 else ''}): the transformer's "
-            "d + pe_dim* against the FCN's m* where it was searched, and the narrowest "
-            "FCN the bound allows at every T (no FCN narrower reaches the target).", ""] + \
-        markdown_table(["T", "T*d", "transformer d + pe_dim*", "FCN m*", "bound's width"],
+            f"{cfg['n_seeds']} seed{'s' if cfg['n_seeds'] > 1 else ''}): the paper's model's "
+            "(one positional draw) d + pe_dim* against the FCN's m* where it was searched, "
+            "and the narrowest FCN the bound allows at every T (no FCN narrower reaches the "
+            "target).", ""] + \
+        markdown_table(["T", "T*d", "paper's model d + pe_dim*", "FCN m*", "bound's width"],
                        rows, ["r", "r", "r", "r", "r"])
 
 

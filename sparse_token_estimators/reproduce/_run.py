@@ -114,10 +114,9 @@ def _searches(config, experiments, records, used_by, progress):
         while True:
             with cond:
                 cond.wait_for(lambda: errors or all(i in pending for i in live))
-                if errors or not live:
-                    for i in live:  # a search failed: release the others
-                        answers[i] = errors[min(errors)]
-                    cond.notify_all()
+                if errors:  # a search failed: the except clause releases the others
+                    raise errors[min(errors)]
+                if not live:
                     break
                 batch = sorted(pending.items())
                 pending.clear()
@@ -130,7 +129,6 @@ def _searches(config, experiments, records, used_by, progress):
                         new.append(fit)
                     if experiments[i].name not in names:
                         names.append(experiments[i].name)
-            new = list(dict.fromkeys(new))
             if new:
                 # a search's fits are not known in advance: the total grows as it goes
                 progress.add(len(new) * config.n_seeds)
@@ -149,8 +147,6 @@ def _searches(config, experiments, records, used_by, progress):
     finally:
         for thread in threads:
             thread.join()
-    if errors:
-        raise errors[min(errors)]
 
 
 def run(config=QUICK, *, progress=True, store=None):
