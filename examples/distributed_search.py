@@ -1,6 +1,6 @@
 """
-Width sweep of both estimators on a Dask cluster
-================================================
+Width sweep of the paper's two estimators on a Dask cluster
+===========================================================
 
 The same ``GridSearchCV`` code as on one machine: ``dask_backend`` sends its
 fits to a Dask cluster through joblib. Without ``--scheduler`` a local cluster
@@ -155,7 +155,7 @@ def main(argv=None):
 # %%
 # The sweep as a figure
 # ---------------------
-# Cross-validated R^2 against width, both estimators on one axis (the
+# Cross-validated R^2 against width, the two estimators on one axis (the
 # transformer's width is d + d_p, the fully-connected net's m).
 if __name__ == "__main__":
     import matplotlib.pyplot as plt

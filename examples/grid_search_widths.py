@@ -1,6 +1,6 @@
 """
-Grid search over the widths of both architectures
-=================================================
+Grid search over the widths of the paper's two architectures
+============================================================
 
 The transformer's width is d + ``pe_dim`` and the fully-connected net's is
 ``hidden_width``; both are ordinary estimator parameters, so scikit-learn's
@@ -54,7 +54,7 @@ for name, search in searches.items():
 # -----------------
 # The transformer's curve sits high at every width tried; the FCN's stays low
 # below T d. Wider FCNs need many more sequences than this to fit (the
-# reproduction, ``python -m sparse_token_estimators --quick``, trains them on
+# reproduction, ``python -m sparse_token_estimators --scale quick``, trains them on
 # 20000).
 fig, ax = plt.subplots(figsize=(6, 3.5))
 for name, style in (("transformer", dict(color="tab:blue", marker="o")),

@@ -1,6 +1,6 @@
 """
-scikit-learn baselines beside the two estimators
-================================================
+scikit-learn baselines beside the paper's two estimators
+========================================================
 
 ``FlattenTokens`` turns the (n, T, d + 1) sequences into (n, T (d + 1)) rows,
 so any scikit-learn regressor can try the task in a pipeline. One
