@@ -10,11 +10,13 @@ import ast
 import doctest
 import importlib
 import inspect
+import json
 import pkgutil
 import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -165,3 +167,134 @@ def test_make_run_runs_the_first_preset_and_points_to_the_complete_run():
     assert [scale for scale, _ in NEXT_RUNS["first"]][0] == "paper"
     assert reproduce.PAPER.experiments is None  # None: every experiment
     assert all(scale in reproduce.SCALES for runs in NEXT_RUNS.values() for scale, _ in runs)
+
+
+# -- what the pages say, checked against the code -----------------------------------
+
+PAGES = sorted(DOCS.glob("*.rst")) + [ROOT / "README.md"]
+
+
+def _python_blocks(page):
+    """The ``.. code-block:: python`` blocks of an .rst page, dedented."""
+    blocks, lines = [], page.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() != ".. code-block:: python":
+            continue
+        body, j = [], i + 1
+        while j < len(lines) and (not lines[j].strip() or lines[j].startswith("   ")):
+            body.append(lines[j][3:])
+            j += 1
+        blocks.append("\n".join(body).strip("\n"))
+    return blocks
+
+
+def _undefined_names(source):
+    """Names a script reads but neither imports, assigns nor gets from builtins."""
+    import builtins
+
+    tree = ast.parse(source)
+    bound = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return sorted({node.id for node in ast.walk(tree)
+                   if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+                  - bound)
+
+
+def test_no_page_speaks_of_two_estimators():
+    # the package has four: the paper's two and the encoder and the RNN
+    for page in PAGES:
+        text = " ".join(page.read_text().split())
+        for phrase in ("two scikit-learn estimators", "Both estimators are"):
+            assert phrase not in text, f"{page.name} says {phrase!r}"
+    guide = (DOCS / "user_guide.rst").read_text()
+    for name in sparse_token_estimators.__all__:
+        if name.startswith("SparseToken"):
+            assert f":class:`{name}`" in guide.split("Searches and cross-validation")[0]
+
+
+def test_the_user_guide_python_blocks_run_when_saved_as_scripts():
+    blocks = _python_blocks(DOCS / "user_guide.rst")
+    assert len(blocks) >= 3
+    for block in blocks:
+        assert not _undefined_names(block), (
+            f"a python block of the user guide reads {_undefined_names(block)} without "
+            f"defining them, so it fails when saved as a script:\n{block}")
+        # Dask starts worker processes that import the script again
+        if "dask_backend(" in block:
+            assert 'if __name__ == "__main__":' in block, block
+
+
+def test_the_changing_parameters_table_names_every_structural_parameter():
+    from sparse_token_estimators import _params
+
+    guide = (DOCS / "user_guide.rst").read_text()
+    table = guide.split(".. _changing-a-fitted-estimator:")[1].split("Every value set")[0]
+    rows = table.split("   * - ")
+    for name in ("SparseTokenTransformer", "SparseTokenFCN", "SparseTokenEncoder",
+                 "SparseTokenRNN"):
+        own = next(row for row in rows if f":class:`{name}`:" in row)
+        own = own.split(f":class:`{name}`:", 1)[1].split(";")[0]
+        params = getattr(sparse_token_estimators, name)().get_params(deep=False)
+        for param in params:
+            if "__" in param or _params.group_of(param) != "structural":
+                continue
+            assert f"``{param}``" in own or param in ("token_dim", "module"), (
+                f"the table's row for {name} does not name its structural {param!r}")
+    for param in ("token_dim", "module", "module__*", "device", "compile", "n_pe_draws"):
+        assert f"``{param}``" in table
+
+
+def test_every_reproduction_command_on_the_pages_parses():
+    from sparse_token_estimators.__main__ import build_parser
+
+    parser = build_parser()
+    found = 0
+    for page in PAGES:
+        for match in re.finditer(
+                r"(?:python\s+-m\s+sparse_token_estimators|sparse-token-reproduce)"
+                r"((?:\s+--?[\w-]+(?:\s+(?![#-])[^\s`'):;,]+)?)*)", page.read_text()):
+            args = match.group(1).split()
+            parser.parse_args(args)  # exits (SystemExit) on an option the CLI refuses
+            assert "--quick" not in args, f"{page.name}: say --scale quick, as the README"
+            found += 1
+    assert found >= 5
+
+
+def test_getting_started_does_not_point_to_itself():
+    readme = (ROOT / "README.md").read_text()
+    included = readme.split("<!-- docs: getting started begins -->")[1].split(
+        "<!-- docs: getting started ends -->")[0]
+    # the getting-started page includes this part: a pointer to that page is to itself
+    text = " ".join(included.split()).lower()
+    assert "getting-started page" not in text and "getting started" not in text
+
+
+def test_the_first_run_figure_is_stacked_from_a_first_run(tmp_path):
+    import first_run_figure
+
+    matplotlib_image = pytest.importorskip("matplotlib.image")
+
+    # legible where shown: no wider than the figures `make run` writes (1000 px)
+    assert matplotlib_image.imread(DOCS / "images" / "first_run.png").shape[1] <= 1000
+    run = tmp_path / "results"
+    run.mkdir()
+    with pytest.raises(SystemExit, match="no finished run"):
+        first_run_figure.check_run(run)
+    (run / "manifest.json").write_text(json.dumps({"complete": True}))
+    (run / "results.json").write_text(json.dumps({"config": {"experiments": None}}))
+    with pytest.raises(SystemExit, match="every experiment, not of --scale first"):
+        first_run_figure.check_run(run)
+    white = np.ones((40, 60, 3), dtype=np.float32)
+    white[10:20, 5:50] = 0  # the ink: 10 x 45 pixels
+    trimmed = first_run_figure.trimmed(white, margin=2)
+    assert trimmed.shape == (14, 49, 3)
+    both = first_run_figure.stacked([trimmed, trimmed[:, :30]])
+    assert both.shape == (14 + first_run_figure.GAP + 14, 49, 3)
