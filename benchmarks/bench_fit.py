@@ -230,9 +230,10 @@ def main():
                     "time vs 1 thread": common.ratio(times, case, "1 thread(s)"),
                     "times": times[case],
                 })
-        common.print_table(
-            f"Estimator fit time against torch threads ({os.cpu_count()} cores)",
-            ["model", "torch threads", "seconds", "time vs 1 thread"], thread_rows)
+        if thread_rows:  # only the transformer and the FCN are timed against threads
+            common.print_table(
+                f"Estimator fit time against torch threads ({os.cpu_count()} cores)",
+                ["model", "torch threads", "seconds", "time vs 1 thread"], thread_rows)
 
     epoch_rows = []
     if not on_gpu and not args.skip_threads:
