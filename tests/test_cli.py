@@ -145,8 +145,9 @@ def test_another_configurations_records_are_refused(smoke_scale, tmp_path, capsy
     err = _usage_error(["--out", str(tmp_path), "--n-samples", "48", "--seeds", "1"], capsys)
     assert "n_samples: saved 64, asked 48" in err and "n_seeds: saved 2, asked 1" in err
     # n_jobs changes how the fits run, not their numbers: resumable
-    store = cli._open_out(cli.build_parser(), cli.build_parser().parse_args(
+    lock, store = cli._open_out(cli.build_parser(), cli.build_parser().parse_args(
         ["--out", str(tmp_path), "--n-jobs", "2"]), SMOKE)
+    lock.release()
     assert len(store) == 0
 
 
