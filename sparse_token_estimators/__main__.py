@@ -296,20 +296,40 @@ def _interrupts():
 
 
 def _settle(exc):
-    """Let go of what the unwound frames of ``exc`` held, now: a joblib generator
-    left mid-way is closed, which stops its workers (quietly: joblib warns of
-    the tasks it cancels, which the line printed after says)."""
+    """Let go of what the unwound frames of ``exc`` held, now (a joblib generator
+    left mid-way is closed, quietly: joblib warns of the tasks it cancels, which
+    the line printed after says), and stop the workers (``_stop_workers``)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         traceback.clear_frames(exc.__traceback__)
         gc.collect()
+    _stop_workers()
+
+
+def _stop_workers():
+    """Kill the workers of joblib's process pool (loky's reusable executor), if any.
+
+    joblib stops them itself when the interrupt reaches it inside a
+    ``Parallel`` call; an interrupt between two results (the loop storing a
+    record, say) leaves the ``Parallel`` generator suspended and its workers
+    computing, and at exit loky would wait for their tasks. There is no
+    public handle on that pool: loky keeps it in ``reusable_executor._executor``.
+    """
+    loky = sys.modules.get("joblib.externals.loky.reusable_executor")
+    executor = getattr(loky, "_executor", None)
+    if executor is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            executor.shutdown(wait=True, kill_workers=True)
 
 
 def _command(argv):
     """The command line as the user typed it: ``python -m ...`` or the entry point."""
     program = sys.argv[0] if sys.argv else ""
-    head = (["python", "-m", "sparse_token_estimators"] if program.endswith("__main__.py")
-            else ["sparse-token-reproduce"])
+    as_module = program.endswith(".py") and os.path.samefile(program, __file__) \
+        if os.path.exists(program) else False
+    head = ["python", "-m", "sparse_token_estimators"] if as_module else \
+        ["sparse-token-reproduce"]
     return [*head, *argv]
 
 

@@ -330,8 +330,9 @@ def _read_json(path, what, fix=_FIX):
     except UnicodeDecodeError as exc:
         problem = f"it is not UTF-8 text (byte {exc.start} is {data[exc.start:exc.start + 1]!r})"
     except ValueError as exc:
+        cause = re.sub(r"\s+at$", "", getattr(exc, "msg", str(exc)))
         problem = ("it is empty" if not data.strip() else
-                   f"it is not JSON, or is cut short ({exc.args[0].split(':')[0]} at byte "
+                   f"it is not JSON, or is cut short ({cause} at byte "
                    f"{getattr(exc, 'pos', '?')} of {len(data)})")
     raise StoreError(f"{path} ({what}) is damaged: {problem}. To go on, {fix}.")
 
