@@ -412,3 +412,27 @@ def test_an_out_made_read_only_mid_run_is_one_line_and_keeps_the_fits(tmp_path, 
                         f"--out {out} --no-plots --no-progress --n-jobs 1")
     monkeypatch.undo()
     assert len(_records.RecordStore(out, SMOKE)) == 2  # each one whole and trusted
+
+
+def test_an_out_on_a_file_system_remounted_read_only_mid_run(tmp_path, monkeypatch, capsys):
+    # the same on a real file system (a tmpfs, remounted read-only after two records)
+    from _tmpfs import make_read_only, small_tmpfs
+
+    monkeypatch.setitem(reproduce.SCALES, "quick", SMOKE)
+    with small_tmpfs(tmp_path / "disk", size="4m") as disk:
+        out = disk / "out"
+        put = _records.RecordStore.put
+
+        def then_read_only(store, *args):
+            put(store, *args)
+            if len(store) == 2:
+                make_read_only(disk)
+
+        monkeypatch.setattr(_records.RecordStore, "put", then_read_only)
+        code = cli.main(["--out", str(out), "--no-plots", "--no-progress", "--n-jobs", "1"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1, err
+        assert err.startswith(f"sparse-token-reproduce: error: cannot write into {out}: ")
+        assert "the file system is read-only" in err
+        assert f"The 2 finished fit(s) in {out / 'records'} are kept" in err
+        assert len(_records.RecordStore(out, SMOKE)) == 2

@@ -163,8 +163,8 @@ class RunLock:
     ...         try:
     ...             RunLock(out).acquire()
     ...         except OutLocked as exc:
-    ...             print(str(exc)[-36:])
-    wait for it to end or choose another --out
+    ...             print(str(exc).split("): ")[1])
+    one run at a time per folder; wait for it to end or choose another --out
     """
 
     def __init__(self, out_dir, command=None):
@@ -178,9 +178,11 @@ class RunLock:
             import fcntl
         except ImportError:  # no flock on this platform: one run at a time is up to the user
             return self
-        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        # held open for reading only: a file open for writing would keep the file
+        # system from being remounted read-only (a run's folder may be, part way)
+        flags = os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         try:
-            fd = os.open(self.path, flags, 0o666)
+            fd = os.open(self.path, os.O_RDONLY | flags, 0o666)
         except OSError as exc:
             why = ("it is a symbolic link (nothing outside the folder is written); delete it"
                    if exc.errno == errno.ELOOP else f"{exc.strerror or exc}")
@@ -195,10 +197,18 @@ class RunLock:
                                 "time per folder; wait for it to end or choose another --out"
                                 ) from None
             raise StoreError(f"cannot lock {self.path}: {exc.strerror or exc}") from None
-        os.ftruncate(fd, 0)
-        about = f"PID {os.getpid()}" + (f": {self.command}" if self.command else "")
-        os.pwrite(fd, (about + "\n").encode(), 0)
         self._fd = fd
+        about = f"PID {os.getpid()}" + (f": {self.command}" if self.command else "")
+        try:  # another descriptor: closing it leaves the flock of ``fd`` in place
+            writer = os.open(self.path, os.O_WRONLY | os.O_TRUNC | flags, 0o666)
+            try:
+                os.write(writer, (about + "\n").encode())
+            finally:
+                os.close(writer)
+        except OSError as exc:
+            self.release()
+            raise StoreError(f"cannot write the lock file {self.path}: "
+                             f"{exc.strerror or exc}") from None
         remove_stale_temporaries(self.out)
         return self
 
