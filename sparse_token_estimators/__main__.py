@@ -112,7 +112,9 @@ def build_parser():
              "configuration's records is refused); the outputs of an earlier run there "
              "that this one does not write (e.g. its figures under --no-plots) are "
              "removed; manifest.json, written last, lists the files of the run; a folder "
-             "holding files that no run wrote is refused")
+             "holding files that no run wrote is refused, and so is one that another run "
+             "holds (OUT/.lock names its process); a damaged or foreign record, manifest or "
+             "OUT/records/config.json is refused naming the file, never used")
     parser.add_argument("--fresh", action="store_true",
                         help="discard the records and the files of an earlier run in --out "
                              "(only those its manifest lists) and start from zero")

@@ -190,13 +190,16 @@ RECORD_CASES = {
                           "no 'seed', no 'config', no 'record', no 'digest'"),
     "a list": (_write(b"[1, 2]"), "is not a record of a finished fit (it holds a JSON list"),
     "the format before": (_old_format, "(it holds no 'format', no 'config', no 'digest'; a "
-                                       "record written before records named their fit and "
-                                       "configuration has none either)"),
+                                       "record written before records named their "
+                                       "configuration and the digest of their numbers has "
+                                       "none)"),
     "another configuration's": (_from_another_configuration,
                                 "cannot be trusted: it was made with another configuration "
                                 "than this run's"),
 }
 FIX = "delete that file (what it held is made again) or pass --fresh to start from zero."
+CONFIG_FIX = ("delete that file (it is written again from this run's configuration; each "
+              "record names its own) or pass --fresh to start from zero.")
 
 
 @pytest.mark.parametrize("case", RECORD_CASES)
@@ -237,6 +240,23 @@ def test_the_fix_that_the_message_names_works(tmp_path, capsys, no_run):
         ["--out", str(out), "--fresh"]), SMOKE)  # or --fresh
     lock.release()
     assert len(fresh) == 0 and sorted(p.name for p in out.iterdir()) == [".lock", "records"]
+    store = _a_run(out)
+    (out / "records" / "config.json").write_bytes(b"\xff")
+    (out / "records" / "config.json").unlink()  # the fix for it: each record names its own
+    assert _records.RecordStore(out, SMOKE).get(SMOKE, FIT, 1)["test_r2"] == 0.75
+
+
+def test_a_record_found_damaged_mid_run_is_one_line(tmp_path, monkeypatch, capsys):
+    def run(args, argv, config, store):
+        _copy_seed_1_over_seed_0(_a_run(tmp_path))
+        return store.get(SMOKE, FIT, 0)
+
+    monkeypatch.setitem(reproduce.SCALES, "quick", SMOKE)
+    monkeypatch.setattr(cli, "_run", run)
+    assert cli.main(["--out", str(tmp_path), "--no-plots", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"sparse-token-reproduce: error: {tmp_path / 'records'}")
+    assert len(err.splitlines()) == 1 and "cannot be trusted: it holds the record of" in err
 
 
 # -- the manifest and the records' configuration file -----------------------------------
@@ -254,11 +274,12 @@ def test_the_fix_that_the_message_names_works(tmp_path, capsys, no_run):
     ("manifest.json", b'{"files": "results.json"}', "holds no list of 'files'"),
     ("records/config.json", b"{garbage", "config.json (the configuration of the records) is "
      "damaged: it is not JSON, or is cut short (Expecting property name enclosed in double "
-     "quotes at byte 1 of 8). To go on, " + FIX),
+     "quotes at byte 1 of 8). To go on, " + CONFIG_FIX),
     ("records/config.json", b"\xff\xff", "config.json (the configuration of the records) is "
      "damaged: it is not UTF-8 text (byte 0 is b'\\xff')"),
     ("records/config.json", b"[1]", "config.json (the configuration of the records) is "
-     "damaged: it holds a JSON list, not the fields of a configuration. To go on, " + FIX),
+     "damaged: it holds a JSON list, not the fields of a configuration. To go on, "
+     + CONFIG_FIX),
 ])
 def test_a_damaged_manifest_or_configuration_file_is_a_clear_error(name, data, message,
                                                                    tmp_path, capsys, no_run):

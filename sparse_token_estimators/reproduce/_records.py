@@ -398,11 +398,13 @@ class RecordStore:
                              "choose another --out.")
         saved = self.path / CONFIG_FILE
         if saved.exists() or saved.is_symlink():
-            identity = _read_json(saved, "the configuration of the records")
+            fix = ("delete that file (it is written again from this run's configuration; "
+                   "each record names its own) or pass --fresh to start from zero")
+            identity = _read_json(saved, "the configuration of the records", fix)
             if not isinstance(identity, dict):
                 raise StoreError(f"{saved} (the configuration of the records) is damaged: it "
                                  f"holds a JSON {type(identity).__name__}, not the fields of a "
-                                 f"configuration. To go on, {_FIX}.")
+                                 f"configuration. To go on, {fix}.")
             differences = describe_differences(identity, self.identity)
             if differences:
                 raise ConfigMismatch(
@@ -433,11 +435,15 @@ class RecordStore:
         content = _read_json(path, "a record of a finished fit")
         keys = ("format", "fit", "seed", "config", "record", "digest")
         if not isinstance(content, dict) or any(k not in content for k in keys):
-            found = (f"a JSON {type(content).__name__}" if not isinstance(content, dict) else
-                     "no " + ", no ".join(repr(k) for k in keys if k not in content))
-            raise StoreError(f"{path} is not a record of a finished fit (it holds {found}; "
-                             "a record written before records named their fit and "
-                             f"configuration has none either). To go on, {_FIX}.")
+            if not isinstance(content, dict):
+                found = f"a JSON {type(content).__name__}"
+            else:
+                found = "no " + ", no ".join(repr(k) for k in keys if k not in content)
+                if "record" in content:
+                    found += ("; a record written before records named their configuration "
+                              "and the digest of their numbers has none")
+            raise StoreError(f"{path} is not a record of a finished fit (it holds {found}). "
+                             f"To go on, {_FIX}.")
 
         def refuse(problem):
             raise StoreError(f"{path} cannot be trusted: {problem}. It is not used; to go on, "
