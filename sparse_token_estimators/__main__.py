@@ -390,7 +390,8 @@ def main(argv=None):
         except _records.OutNotWritable as exc:  # --out made read-only, or full, mid-run
             _settle(exc)
             kept = len(store) if store is not None else 0
-            return _error(f"cannot write into {args.out}: {exc.strerror}. The {kept} finished "
+            return _error(f"cannot write into {args.out}: {exc.strerror.rstrip('.')}. The "
+                          f"{kept} finished "
                           f"fit(s) in {Path(args.out) / _records.RECORDS} are kept; make the "
                           f"folder writable and run the same command again: "
                           f"{_resume_command(argv)}")

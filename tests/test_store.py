@@ -427,7 +427,7 @@ def test_an_out_made_read_only_mid_run_is_one_line_and_keeps_the_fits(tmp_path, 
     assert err.startswith(f"sparse-token-reproduce: error: cannot write into {out}: Could not "
                           "save the record of the fit (")
     assert ("the file system is read-only. Save into a writable directory; nothing was "
-            "written, the file there (if any) is unchanged.") in err
+            "written, the file there (if any) is unchanged. The 2 finished") in err
     assert err.endswith(f"The 2 finished fit(s) in {out / 'records'} are kept; make the folder "
                         "writable and run the same command again: sparse-token-reproduce "
                         f"--out {out} --no-plots --no-progress --n-jobs 1")
