@@ -4,14 +4,26 @@ Runs the reproduction (``reproduce.run``) and writes the results file, the
 tables, the figures and a Markdown summary into ``--out``. Everything is
 checked before the first fit (the arguments, the output folder, the
 scheduler); each finished fit is saved in ``--out``/records, so the same
-command run again continues where a killed run stopped.
+command run again continues where a killed run stopped. One run at a time
+holds ``--out`` (a lock, naming its process).
+
+Ctrl-C (SIGINT) or SIGTERM stops the run and its workers and prints one
+line: how many fits are kept and the command that resumes; the exit status
+is 130 after SIGINT, 143 after SIGTERM (128 + the signal's number, as a
+shell reports a process killed by it). A file of ``--out`` that cannot be
+trusted or written is one message and exit status 2, never a traceback.
 """
 
 import argparse
 import contextlib
+import gc
 import os
+import shlex
+import signal
 import socket
 import sys
+import traceback
+import warnings
 from pathlib import Path
 
 # Only what parsing and checking the output folder need: torch, scikit-learn
@@ -100,7 +112,9 @@ def build_parser():
              "configuration's records is refused); the outputs of an earlier run there "
              "that this one does not write (e.g. its figures under --no-plots) are "
              "removed; manifest.json, written last, lists the files of the run; a folder "
-             "holding files that no run wrote is refused")
+             "holding files that no run wrote is refused, and so is one that another run "
+             "holds (OUT/.lock names its process); a damaged or foreign record, manifest or "
+             "OUT/records/config.json is refused naming the file, never used")
     parser.add_argument("--fresh", action="store_true",
                         help="discard the records and the files of an earlier run in --out "
                              "(only those its manifest lists) and start from zero")
@@ -207,9 +221,11 @@ def _check_out(parser, args):
     existed = out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / f"{_records._TMP_PREFIX}probe-{os.getpid()}"
+        # named as the atomic writer's temporary files, so that a probe a kill
+        # left behind is removed at the next start like theirs
+        probe = out / f".probe.{os.getpid() & 0xFFFFFFFF:08x}.tmp"
         probe.write_text("a probe of --out, removed at once")
-        probe.unlink()
+        probe.unlink(missing_ok=True)
     except OSError as exc:
         if not existed and out.is_dir():
             with contextlib.suppress(OSError):
@@ -219,46 +235,173 @@ def _check_out(parser, args):
     return not existed
 
 
-def _open_out(parser, args, config):
-    """Open ``--out``'s records (before any fit), refusing another run's folder."""
+def _open_out(parser, args, config, command=None):
+    """Lock ``--out`` and open its records (before any fit), refusing another run's
+    folder or a file there that cannot be trusted. Returns ``(lock, store)``."""
     out = Path(args.out)
-    if args.fresh:
-        _records.discard_run(out)
-    foreign = _records.foreign_files(out)
-    if foreign:
-        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
-        parser.error(f"argument --out: {args.out!r} holds {len(foreign)} file(s) that no run "
-                     f"wrote ({shown}: not in its manifest.json); a run's folder holds one "
-                     "run: choose a new or empty folder, or move them")
+    lock = _records.RunLock(out, command)
     try:
-        return _records.RecordStore(out, config)
-    except _records.ConfigMismatch as exc:
-        parser.error(f"argument --out: {exc}")
+        lock.acquire()  # before --fresh: never discard the records of a running run
+        if args.fresh:
+            _records.discard_run(out)
+        foreign = _records.foreign_files(out)
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+            parser.error(f"argument --out: {args.out!r} holds {len(foreign)} file(s) that no "
+                         f"run wrote ({shown}: not in its manifest.json); a run's folder holds "
+                         "one run: choose a new or empty folder, or move them")
+        return lock, _records.RecordStore(out, config)
+    except (_records.StoreError, _records.OutNotWritable) as exc:
+        lock.release()
+        parser.error(f"argument --out: {exc.strerror if isinstance(exc, OSError) else exc}")
+    except BaseException:
+        lock.release()
+        raise
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM, raised in the main thread.
+
+    Not a ``KeyboardInterrupt``: skorch ends a training early, as if it
+    were complete, on a ``KeyboardInterrupt``, and that fit's record would
+    be kept. joblib stops its workers on any ``BaseException``.
+    """
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.exit_code = 128 + signum
+
+
+def _on_signal(signum, frame):
+    # a second Ctrl-C while the workers are being stopped is not another traceback
+    for name in ("SIGINT", "SIGTERM"):
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def _interrupts():
+    """SIGINT and SIGTERM raise ``Interrupted`` inside the block (in the main thread)."""
+    previous = {}
+    try:
+        for name in ("SIGINT", "SIGTERM"):
+            number = getattr(signal, name, None)
+            if number is not None:
+                previous[number] = signal.signal(number, _on_signal)
+    except ValueError:  # not the main thread: Ctrl-C stays a KeyboardInterrupt
+        pass
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _settle(exc):
+    """Let go of what the unwound frames of ``exc`` held, now (a joblib generator
+    left mid-way is closed, quietly: joblib warns of the tasks it cancels, which
+    the line printed after says), and stop the workers (``_stop_workers``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traceback.clear_frames(exc.__traceback__)
+        gc.collect()
+    _stop_workers()
+
+
+def _stop_workers():
+    """Kill the workers of joblib's process pool (loky's reusable executor), if any.
+
+    joblib stops them itself when the interrupt reaches it inside a
+    ``Parallel`` call; an interrupt between two results (the loop storing a
+    record, say) leaves the ``Parallel`` generator suspended and its workers
+    computing, and at exit loky would wait for their tasks. There is no
+    public handle on that pool: loky keeps it in ``reusable_executor._executor``.
+    """
+    loky = sys.modules.get("joblib.externals.loky.reusable_executor")
+    executor = getattr(loky, "_executor", None)
+    if executor is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            executor.shutdown(wait=True, kill_workers=True)
+
+
+def _command(argv):
+    """The command line as the user typed it: ``python -m ...`` or the entry point."""
+    program = sys.argv[0] if sys.argv else ""
+    as_module = program.endswith(".py") and os.path.samefile(program, __file__) \
+        if os.path.exists(program) else False
+    head = ["python", "-m", "sparse_token_estimators"] if as_module else \
+        ["sparse-token-reproduce"]
+    return [*head, *argv]
+
+
+def _resume_command(argv):
+    """The command that resumes: the same one, without ``--fresh`` (which would discard)."""
+    kept = [a for a in argv if not (a.startswith("--fr") and "--fresh".startswith(a))]
+    return shlex.join(_command(kept))
+
+
+def _error(message):
+    print(f"sparse-token-reproduce: error: {message}", file=sys.stderr)
+    return 2
 
 
 def main(argv=None):
     """Entry point of ``python -m sparse_token_estimators``; returns the exit code.
 
-    Every argument, the output folder (created, written to) and a given
-    scheduler (a connection) are checked before the first fit: a bad one is a
-    usage error (exit status 2) naming it.
+    Every argument, the output folder (created, written to, locked) and a
+    given scheduler (a connection) are checked before the first fit: a bad
+    one is a usage error (exit status 2) naming it. Ctrl-C or SIGTERM prints
+    one line (the fits kept, the command that resumes) and returns 130 or
+    143; a file of ``--out`` that cannot be trusted or written, one line and 2.
     """
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    made = _check_out(parser, args)
-    try:
-        config = _build_config(parser, args)
-        if not args.no_plots:
-            _check_matplotlib()
-        if args.scheduler:
-            _check_distributed()
-            _check_scheduler(parser, args.scheduler)
-        store = _open_out(parser, args, config)
-    except SystemExit:  # a refused run leaves no folder it made
-        if made:
-            with contextlib.suppress(OSError):
-                Path(args.out).rmdir()
-        raise
+    lock = store = None
+    with _interrupts():
+        try:
+            made = _check_out(parser, args)
+            try:
+                config = _build_config(parser, args)
+                if not args.no_plots:
+                    _check_matplotlib()
+                if args.scheduler:
+                    _check_distributed()
+                    _check_scheduler(parser, args.scheduler)
+                lock, store = _open_out(parser, args, config, shlex.join(_command(argv)))
+            except SystemExit:  # a refused run leaves no folder it made
+                if made:
+                    with contextlib.suppress(OSError):
+                        Path(args.out, _records.LOCK_FILE).unlink(missing_ok=True)
+                        Path(args.out).rmdir()
+                raise
+            return _run(args, argv, config, store)
+        except (Interrupted, KeyboardInterrupt) as exc:
+            _settle(exc)
+            kept = len(store) if store is not None else 0
+            print(f"interrupted: {kept} finished fit{'s are' if kept != 1 else ' is'} kept in "
+                  f"{Path(args.out) / _records.RECORDS}; the same command resumes: "
+                  f"{_resume_command(argv)}", file=sys.stderr)
+            return getattr(exc, "exit_code", 128 + signal.SIGINT)
+        except _records.StoreError as exc:  # a file found damaged mid-run
+            _settle(exc)
+            return _error(str(exc))
+        except _records.OutNotWritable as exc:  # --out made read-only, or full, mid-run
+            _settle(exc)
+            kept = len(store) if store is not None else 0
+            return _error(f"cannot write into {args.out}: {exc.strerror.rstrip('.')}. The "
+                          f"{kept} finished "
+                          f"fit(s) in {Path(args.out) / _records.RECORDS} are kept; make the "
+                          f"folder writable and run the same command again: "
+                          f"{_resume_command(argv)}")
+        finally:
+            if lock is not None:
+                lock.release()
+
+
+def _run(args, argv, config, store):
+    """The run itself, once everything is checked; returns the exit code."""
     import torch
     from joblib import effective_n_jobs
 
@@ -272,9 +415,7 @@ def main(argv=None):
     n_fits = len(results["fits"])
     written = reproduce.write_outputs(
         results, args.out, plots=not args.no_plots,
-        about={"command": ["sparse-token-reproduce", *(sys.argv[1:] if argv is None
-                                                       else argv)],
-               "fits": n_fits, "resumed_fits": store.resumed,
+        about={"command": _command(argv), "fits": n_fits, "resumed_fits": store.resumed,
                "fitted": n_fits - store.resumed})
     for claim in results["claims"]:
         verdict = claim["verdict"] if claim["verdict"] == "supported" else \

@@ -5,6 +5,9 @@
   every file of the call is written: a crash, a kill or a full disk leaves
   the old files or the new ones, never a torn one. A failure raises an
   ``OSError`` (the errno's subclass) naming the path, the cause and the fix.
+  Files get the umask's mode (``0o666 & ~umask``); the temporary files are
+  named ``.<name>.<8 hex digits>.tmp`` (``is_temporary``), so that those of a
+  killed write can be found and removed.
 - ``state_bytes`` / ``read_state`` serialise a state_dict with its metadata
   in either format (torch: the state_dict's own ``_metadata[""]``, where
   torch keeps each module's version; safetensors: its header's
@@ -17,6 +20,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import secrets
 
 import torch
@@ -88,6 +92,17 @@ def _stage(path, data, what):
         raise _save_error(exc, path, what) from None
     os.close(fd)
     return tmp
+
+
+def is_temporary(name):
+    """Whether ``name`` is that of a temporary file of ``_stage`` (a killed write's, if stale).
+
+    Examples
+    --------
+    >>> is_temporary(".results.json.0f3a9c1b.tmp"), is_temporary("results.json")
+    (True, False)
+    """
+    return re.fullmatch(r"\..+\.[0-9a-f]{8}\.tmp", name) is not None
 
 
 def _remove_quietly(path):

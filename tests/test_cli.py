@@ -9,6 +9,7 @@ import errno
 import json
 import math
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -145,8 +146,9 @@ def test_another_configurations_records_are_refused(smoke_scale, tmp_path, capsy
     err = _usage_error(["--out", str(tmp_path), "--n-samples", "48", "--seeds", "1"], capsys)
     assert "n_samples: saved 64, asked 48" in err and "n_seeds: saved 2, asked 1" in err
     # n_jobs changes how the fits run, not their numbers: resumable
-    store = cli._open_out(cli.build_parser(), cli.build_parser().parse_args(
+    lock, store = cli._open_out(cli.build_parser(), cli.build_parser().parse_args(
         ["--out", str(tmp_path), "--n-jobs", "2"]), SMOKE)
+    lock.release()
     assert len(store) == 0
 
 
@@ -222,42 +224,75 @@ _SMOKE_CLI = (
     "sys.exit(cli.main(sys.argv[1:]))"
 )
 
+# The same, held (blocked on its stdin) once ``HOLD_AFTER`` records are saved,
+# after saying so on stdout: a test acts on the run at a known point, not after
+# a time, and the run cannot end first.
+_HELD_CLI = (
+    "import os, sys, torch; torch.set_num_threads(1)\n"
+    "from sparse_token_estimators import __main__ as cli, reproduce\n"
+    "from sparse_token_estimators.reproduce import _records\n"
+    "reproduce.SCALES['quick'] = reproduce.SMOKE\n"
+    "put = _records.RecordStore.put\n"
+    "def held(store, *args):\n"
+    "    put(store, *args)\n"
+    "    if len(store) == int(os.environ['HOLD_AFTER']):\n"
+    "        print('held', flush=True)\n"
+    "        sys.stdin.read()\n"
+    "_records.RecordStore.put = held\n"
+    "sys.exit(cli.main(sys.argv[1:]))\n"
+)
 
-def _smoke_cli(out, *args):
-    return [sys.executable, "-c", _SMOKE_CLI, "--out", str(out), "--no-plots", "--n-jobs", "1",
+
+def _smoke_cli(out, *args, code=_SMOKE_CLI):
+    return [sys.executable, "-c", code, "--out", str(out), "--no-plots", "--n-jobs", "1",
             *args]
 
 
-def _env():
+def _env(**more):
     return {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get(
-        "PYTHONPATH", "")}
+        "PYTHONPATH", ""), **more}
+
+
+def _held_run(out, n_records, *args):
+    """A smoke run of the command line, held once ``n_records`` records are saved."""
+    proc = subprocess.Popen(_smoke_cli(out, "--no-progress", *args, code=_HELD_CLI),
+                            env=_env(HOLD_AFTER=str(n_records)), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()  # returns when held, or at the end of a run that never was
+    if line != "held\n":
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"the run ended before holding: {err[-2000:]}")
+    return proc
+
+
+def _children(pid):
+    """``{pid: command line}`` of the processes whose parent is ``pid`` (Linux's /proc)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{entry}/cmdline") as cmdline:
+                    command = cmdline.read().replace("\0", " ")
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+            if parent == pid:
+                found[int(entry)] = command
+    return found
 
 
 def test_a_killed_run_resumes_with_the_same_results(smoke_results, tmp_path):
     out = tmp_path / "run"
     records = out / "records"
     at_least = 8
-    proc = subprocess.Popen(_smoke_cli(out, "--no-progress"), env=_env(), cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        # wait for records, not for time: kill once at least 8 fits are saved
-        while proc.poll() is None:
-            if records.is_dir() and sum(p.name != "config.json"
-                                        for p in records.glob("*.json")) >= at_least:
-                break
-            try:  # look again in a moment (no timing depends on it)
-                proc.wait(timeout=0.05)
-            except subprocess.TimeoutExpired:
-                pass
-        assert proc.poll() is None, "the run ended before it could be killed: " + \
-            proc.stderr.read().decode()[-2000:]
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait()
-        proc.stderr.close()
+    proc = _held_run(out, at_least)  # SIGKILL once 8 fits are saved, not after a time
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
     assert proc.returncode == -signal.SIGKILL
     saved = sum(p.name != "config.json" for p in records.glob("*.json"))
-    assert at_least <= saved < len(smoke_results["fits"])
+    assert saved == at_least < len(smoke_results["fits"])
     assert not (out / "results.json").exists()
 
     rerun = subprocess.run(_smoke_cli(out), env=_env(), cwd=tmp_path, capture_output=True,
@@ -273,6 +308,33 @@ def test_a_killed_run_resumes_with_the_same_results(smoke_results, tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["resumed_fits"] == resumed and manifest["fitted"] == \
         len(smoke_results["fits"]) - resumed
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self") or not hasattr(os, "pidfd_open"),
+                    reason="reads the processes in Linux's /proc")
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupt_prints_one_line_stops_the_workers_and_resumes(signum, code, tmp_path):
+    out = tmp_path / "run"
+    proc = _held_run(out, 2, "--n-jobs", "2")
+    workers = {pid: os.pidfd_open(pid) for pid, command in _children(proc.pid).items()
+               if "loky" in command and "resource_tracker" not in command}
+    try:
+        assert workers, "the run has no worker processes to stop"
+        os.kill(proc.pid, signum)
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == code
+        resume = (f"sparse-token-reproduce --out {out} --no-plots --n-jobs 1 --no-progress "
+                  "--n-jobs 2")
+        assert err.splitlines() == [f"interrupted: 2 finished fits are kept in {out}/records; "
+                                    f"the same command resumes: {resume}"]
+        for pid, pidfd in workers.items():  # each worker has ended (readable: it exited)
+            assert select.select([pidfd], [], [], 60)[0], f"worker {pid} still runs"
+    finally:
+        proc.kill()
+        proc.wait()
+        for pidfd in workers.values():
+            os.close(pidfd)
+    assert len(_records.RecordStore(out, SMOKE)) == 2  # kept, and whole
 
 
 def test_run_resumes_from_a_folder(smoke_results, tmp_path):

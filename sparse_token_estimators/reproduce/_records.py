@@ -1,27 +1,40 @@
-"""What makes a run resumable and its directory one run's: records, atomic files, a manifest.
+"""What makes a run resumable and its directory one run's, trusting nothing it reads back.
 
 - :class:`RecordStore`: each finished fit's record, one JSON file per
-  ``(Fit, seed)`` in ``<out>/records/``, written as its fit (or the search
-  that made it) finishes; a rerun reads them back instead of fitting again.
-  The directory remembers the configuration its records were made with
-  (``records/config.json``) and refuses another one, naming what differs.
-- :func:`write_atomic`: every file of a run is written to a temporary file
-  in its directory, flushed, synced and renamed over its name, so a file is
-  either the old one or the whole new one, never half of one.
+  ``(Fit, seed)`` in ``<out>/records/``, written as its fit finishes; a
+  rerun reads them back instead of fitting again. A record file names the
+  fit, the seed and (a digest of) the configuration it was made for, and a
+  digest of its own numbers: one copied over another's name, edited by hand,
+  truncated or not a record at all is refused (:class:`StoreError`, naming
+  the file and the fix), never used. The directory remembers the
+  configuration its records were made with (``records/config.json``) and
+  refuses another one, naming what differs (:class:`ConfigMismatch`).
+- :class:`RunLock`: one run at a time per directory (``fcntl.flock`` on
+  ``<out>/.lock``, which names the process holding it); taking it removes
+  the temporary files that killed writes left.
+- :func:`write_atomic`: every file of a run goes through the package's one
+  atomic writer (``_files.write_files``: a temporary file beside it, synced,
+  renamed over the name, with the umask's mode), so a file is the old one or
+  the whole new one, never half of one; a failure is an :class:`OutNotWritable`.
 - :func:`strict_json`: NaN and infinity as ``null``, with the reason beside
   (``"<key>_missing"``), since strict JSON parsers refuse them.
 - The manifest (``manifest.json``): which files a run wrote; files of an
   earlier run that the new one does not write are removed, and a directory
-  holding files no run wrote is refused (:func:`foreign_files`).
+  holding files no run wrote is refused (:func:`foreign_files`). Every name
+  it lists is checked to be a file of the directory (no ``..``, no absolute
+  path, no symbolic link out of it) before anything is removed: nothing
+  outside the directory is ever deleted or overwritten.
 """
 
 import contextlib
 import contextvars
+import errno
 import hashlib
 import json
 import math
 import os
-import tempfile
+import re
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 
@@ -29,6 +42,8 @@ import numpy as np
 
 #: the folder of the records inside a run's directory, and its configuration file
 RECORDS, CONFIG_FILE, MANIFEST = "records", "config.json", "manifest.json"
+#: the lock file of a run's directory (``RunLock``)
+LOCK_FILE = ".lock"
 
 #: configuration fields that change how a run is executed, not its numbers
 EXECUTION_FIELDS = ("n_jobs",)
@@ -39,37 +54,175 @@ MISSING_REASONS = {
                  "fit_s is its wall time in the worker",
 }
 
-_TMP_PREFIX = ".tmp-"
+#: the version of a record file's layout (``RecordStore``)
+RECORD_FORMAT = 2
+
+#: temporary files of the writer before the package had one (``.tmp-<name>.<random>``)
+_OLD_TMP_PREFIX = ".tmp-"
 
 
-def write_atomic(path, text):
-    """Write ``text`` (str or bytes) to ``path``: it holds the old content or the new, never part.
+class StoreError(ValueError):
+    """A file of a run's directory cannot be trusted or read; the message names it and the fix."""
 
-    A temporary file in the same directory is written, flushed and synced,
-    then renamed over ``path`` (``os.replace``, atomic on POSIX and Windows).
+
+class ConfigMismatch(StoreError):
+    """The records in a directory were made with another configuration."""
+
+
+class OutLocked(StoreError):
+    """Another run holds the directory (``RunLock``)."""
+
+
+class OutNotWritable(OSError):
+    """A file of the run could not be written into its directory (read-only, full, ...)."""
+
+
+def write_atomic(path, text, what=None):
+    """Write ``text`` (str, as UTF-8, or bytes) to ``path``: the old content or the new, never part.
+
+    The package's one atomic writer (``_files.write_files``): a temporary file
+    ``.<name>.<8 hex>.tmp`` beside ``path``, written, fsynced and renamed over
+    it (``os.replace``), with the umask's mode (0644 under umask 022).
+
+    Raises
+    ------
+    OutNotWritable
+        Naming the file, the cause (read-only, full, ...) and that the file
+        there, if any, is unchanged.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as out:
+    ...     path = write_atomic(os.path.join(out, "a.txt"), "text")
+    ...     path.read_text(), os.listdir(out)
+    ('text', ['a.txt'])
     """
+    from .._files import write_files  # imports torch: not before the command line's checks
+
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX + path.name + ".", dir=path.parent)
+    data = text if isinstance(text, bytes) else text.encode("utf-8")
     try:
-        with (os.fdopen(fd, "wb") if isinstance(text, bytes)
-              else os.fdopen(fd, "w", newline="")) as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with _suppress_os_error():
-            os.unlink(tmp)
-        raise
+        write_files([(path, data, what or path.name)])
+    except OSError as exc:
+        message = exc.strerror or str(exc)  # _files names the file, the cause and the fix
+        if exc.filename is not None:
+            message = f"Could not write '{path}': {message}"
+        raise OutNotWritable(exc.errno, message) from None
     return path
 
 
-class _suppress_os_error:
-    def __enter__(self):
+def remove_stale_temporaries(out_dir):
+    """Remove the temporary files that killed writes left in ``out_dir`` and its records.
+
+    Only names of the atomic writer's temporary files (``_files.is_temporary``,
+    and the older ``.tmp-*``) directly in the folder and in ``records/`` (not
+    followed if it is a symbolic link); a symbolic link of such a name is
+    removed itself, never what it points to. Call it only while no other run
+    writes there (``RunLock`` does). Returns the names removed.
+    """
+    from .._files import is_temporary
+
+    out, removed = Path(out_dir), []
+    for folder in (out, out / RECORDS):
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        for entry in os.scandir(folder):
+            if ((is_temporary(entry.name) or entry.name.startswith(_OLD_TMP_PREFIX))
+                    and not entry.is_dir(follow_symlinks=False)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+                    removed.append(os.path.relpath(entry.path, out))
+    return sorted(removed)
+
+
+class RunLock:
+    """One run at a time in ``out_dir``: an exclusive ``fcntl.flock`` on ``out_dir/.lock``.
+
+    The lock file names the process holding it (its PID and ``command``);
+    a second run is refused naming it. The lock is the kernel's: it goes
+    when the holder's file is closed (``release``) or its process ends, a
+    killed one included, so a stale lock file never blocks a later run.
+    Taking the lock removes the temporary files of killed writes
+    (``remove_stale_temporaries``): no other run can be writing them. Where
+    ``fcntl`` is missing (Windows), no lock is taken.
+
+    Raises
+    ------
+    OutLocked
+        Naming the process that holds the folder.
+    StoreError
+        If the lock file is a symbolic link (nothing outside the folder is
+        written) or cannot be opened.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as out:
+    ...     with RunLock(out, "a run"):
+    ...         try:
+    ...             RunLock(out).acquire()
+    ...         except OutLocked as exc:
+    ...             print(str(exc).split("): ")[1])
+    one run at a time per folder; wait for it to end or choose another --out
+    """
+
+    def __init__(self, out_dir, command=None):
+        self.out = Path(out_dir)
+        self.path = self.out / LOCK_FILE
+        self.command = command
+        self._fd = None
+
+    def acquire(self):
+        try:
+            import fcntl
+        except ImportError:  # no flock on this platform: one run at a time is up to the user
+            return self
+        # held open for reading only: a file open for writing would keep the file
+        # system from being remounted read-only (a run's folder may be, part way)
+        flags = os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(self.path, os.O_RDONLY | flags, 0o666)
+        except OSError as exc:
+            why = ("it is a symbolic link (nothing outside the folder is written); delete it"
+                   if exc.errno == errno.ELOOP else f"{exc.strerror or exc}")
+            raise StoreError(f"cannot open the lock file {self.path}: {why}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "a process"
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise OutLocked(f"{self.out} is in use by another run ({holder}): one run at a "
+                                "time per folder; wait for it to end or choose another --out"
+                                ) from None
+            raise StoreError(f"cannot lock {self.path}: {exc.strerror or exc}") from None
+        self._fd = fd
+        about = f"PID {os.getpid()}" + (f": {self.command}" if self.command else "")
+        try:  # another descriptor: closing it leaves the flock of ``fd`` in place
+            writer = os.open(self.path, os.O_WRONLY | os.O_TRUNC | flags, 0o666)
+            try:
+                os.write(writer, (about + "\n").encode())
+            finally:
+                os.close(writer)
+        except OSError as exc:
+            self.release()
+            raise StoreError(f"cannot write the lock file {self.path}: "
+                             f"{exc.strerror or exc}") from None
+        remove_stale_temporaries(self.out)
         return self
 
-    def __exit__(self, kind, value, traceback):
-        return kind is not None and issubclass(kind, OSError)
+    def release(self):
+        """Let another run have the folder (closing the file releases the lock)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
 
 
 def strict_json(value, key=None):
@@ -157,12 +310,54 @@ def config_identity(config):
     return json.loads(json.dumps(fields))
 
 
-class ConfigMismatch(ValueError):
-    """The records in a directory were made with another configuration."""
+def _digest(value):
+    """sha256 (hex) of the canonical JSON of ``value``."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":"),
+                                     allow_nan=False).encode()).hexdigest()
+
+
+#: the fix for a record, a manifest or a configuration file that cannot be trusted
+_FIX = "delete that file (what it held is made again) or pass --fresh to start from zero"
+
+
+def _read_json(path, what, fix=_FIX):
+    """The JSON value in ``path``; a ``StoreError`` naming it, what is wrong and ``fix``."""
+    path = Path(path)
+    if path.is_symlink():
+        raise StoreError(f"{path} ({what}) is a symbolic link, which a run never writes: it "
+                         f"is not read. To go on, {fix}.")
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise StoreError(f"{path} ({what}) is a directory. To go on, {fix}.") from None
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise StoreError(f"{path} ({what}) cannot be read: {exc.strerror or exc}. To go on, "
+                         f"{fix}.") from None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        problem = f"it is not UTF-8 text (byte {exc.start} is {data[exc.start:exc.start + 1]!r})"
+    except ValueError as exc:
+        cause = re.sub(r"\s+at$", "", getattr(exc, "msg", str(exc)))
+        problem = ("it is empty" if not data.strip() else
+                   f"it is not JSON, or is cut short ({cause} at byte "
+                   f"{getattr(exc, 'pos', '?')} of {len(data)})")
+    raise StoreError(f"{path} ({what}) is damaged: {problem}. To go on, {fix}.")
 
 
 class RecordStore:
     """The finished fits of a run, one JSON file each under ``<out_dir>/records``.
+
+    A record file holds the fit (``dataclasses.asdict``), the seed, a digest
+    of the configuration's identity (``config_identity``), the record, and a
+    digest of the record; its name is derived from a digest of the first
+    three. Opening the store checks every record file there, and ``get``
+    checks the one it reads: a file whose content is not that of the fit,
+    seed and configuration its name says (a record copied over another's
+    file), whose numbers do not match their digest (edited), that is cut
+    short, not JSON, not UTF-8 or not a record is refused, never used.
 
     Parameters
     ----------
@@ -176,6 +371,9 @@ class RecordStore:
     ------
     ConfigMismatch
         Naming each field that differs (saved and asked), and the fix.
+    StoreError
+        A damaged or foreign record or ``records/config.json``, naming the
+        file and the fix (delete it, or ``--fresh``).
 
     Examples
     --------
@@ -190,47 +388,124 @@ class RecordStore:
     """
 
     def __init__(self, out_dir, config):
-        self.path = Path(out_dir) / RECORDS
+        self.out = Path(out_dir)
+        self.path = self.out / RECORDS
         self.identity = config_identity(config)
         self.resumed = 0  # records read back by get()
+        if self.path.is_symlink() or (self.path.exists() and not self.path.is_dir()):
+            raise StoreError(f"{self.path} is not a folder of this run (a symbolic link or a "
+                             "file): no record is read or written there. Move it away, or "
+                             "choose another --out.")
         saved = self.path / CONFIG_FILE
-        if saved.exists():
-            differences = describe_differences(json.loads(saved.read_text()), self.identity)
+        if saved.exists() or saved.is_symlink():
+            fix = ("delete that file (it is written again from this run's configuration; "
+                   "each record names its own) or pass --fresh to start from zero")
+            identity = _read_json(saved, "the configuration of the records", fix)
+            if not isinstance(identity, dict):
+                raise StoreError(f"{saved} (the configuration of the records) is damaged: it "
+                                 f"holds a JSON {type(identity).__name__}, not the fields of a "
+                                 f"configuration. To go on, {fix}.")
+            differences = describe_differences(identity, self.identity)
             if differences:
                 raise ConfigMismatch(
-                    f"{Path(out_dir)} holds the records of a run with another configuration "
+                    f"{self.out} holds the records of a run with another configuration "
                     f"({'; '.join(differences)}). Choose another --out, or pass --fresh to "
                     "discard those records and that run's files.")
         else:
             self.path.mkdir(parents=True, exist_ok=True)
-            write_atomic(saved, json.dumps(self.identity, indent=1, allow_nan=False))
-        for stale in self.path.glob(_TMP_PREFIX + "*"):  # a killed run's half-written record
-            with _suppress_os_error():
-                stale.unlink()
+            write_atomic(saved, json.dumps(self.identity, indent=1, allow_nan=False),
+                         "the configuration of the records")
+        for path in sorted(self.path.glob("*.json")):  # refuse a bad one now, not mid-run
+            if path.name != CONFIG_FILE:
+                self._read(path)
+
+    def _name(self, fit, seed, identity_digest=None):
+        """The file name of the record of ``fit`` (a Fit, or its dict) for ``seed``."""
+        fields = fit if isinstance(fit, dict) else asdict(fit)
+        key = _digest([fields, seed, identity_digest or _digest(self.identity)])[:20]
+        label = "-".join(re.sub(r"[^A-Za-z0-9_.]+", "_", str(v))
+                         for v in fields.values() if v is not None)[:80]
+        return f"{label}-s{seed}-{key}.json"
 
     def _file(self, config, fit, seed):
-        key = json.dumps([asdict(fit), seed, config_identity(config)], sort_keys=True)
-        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-        return self.path / (f"{fit.model}-{fit.width}-T{fit.seq_len}-{fit.data}-s{seed}-"
-                            f"{digest}.json")
+        return self.path / self._name(fit, seed, _digest(config_identity(config)))
+
+    def _read(self, path, config=None):
+        """The decoded record in ``path``, after checking it is what its name says."""
+        content = _read_json(path, "a record of a finished fit")
+        keys = ("format", "fit", "seed", "config", "record", "digest")
+        if not isinstance(content, dict) or any(k not in content for k in keys):
+            if not isinstance(content, dict):
+                found = f"a JSON {type(content).__name__}"
+            else:
+                found = "no " + ", no ".join(repr(k) for k in keys if k not in content)
+                if "record" in content:
+                    found += ("; a record written before records named their configuration "
+                              "and the digest of their numbers has none")
+            raise StoreError(f"{path} is not a record of a finished fit (it holds {found}). "
+                             f"To go on, {_FIX}.")
+
+        def refuse(problem):
+            raise StoreError(f"{path} cannot be trusted: {problem}. It is not used; to go on, "
+                             f"{_FIX}.")
+
+        if content["format"] != RECORD_FORMAT:
+            refuse(f"it is a record of format {content['format']!r}, this version reads "
+                   f"format {RECORD_FORMAT}")
+        asked = _digest(config_identity(config) if config is not None else self.identity)
+        if content["config"] != asked:
+            refuse("it was made with another configuration than this run's")
+        if not isinstance(content["fit"], dict):
+            refuse(f"its fit is a JSON {type(content['fit']).__name__}, not a fit")
+        try:
+            own_name = self._name(content["fit"], content["seed"], content["config"])
+        except (TypeError, ValueError):
+            refuse("its fit or seed is not one a run writes")
+        if own_name != path.name:
+            refuse(f"it holds the record of {_about(content['fit'], content['seed'])}, "
+                   "not that of the fit and seed its name says (a record copied or renamed "
+                   "over another's?)")
+        try:
+            payload_digest = _digest(content["record"])
+        except ValueError:
+            payload_digest = None
+        if payload_digest != content["digest"]:
+            refuse("its numbers are not those it was written with (their digest differs: "
+                   "edited by hand, or damaged)")
+        return _decode(content["record"])
 
     def get(self, config, fit, seed):
-        """The record of ``fit`` for ``seed`` under ``config``, or None if not made."""
+        """The record of ``fit`` for ``seed`` under ``config``, or None if not made.
+
+        Raises ``StoreError`` (naming the file and the fix) if the file there
+        is not the record of that fit, seed and configuration, or is damaged.
+        """
         path = self._file(config, fit, seed)
         try:
-            text = path.read_text()
+            record = self._read(path, config)
         except FileNotFoundError:
             return None
         self.resumed += 1
-        return _decode(json.loads(text))["record"]
+        return record
 
     def put(self, config, fit, seed, record):
-        """Save the record of ``fit`` for ``seed`` (atomically)."""
+        """Save the record of ``fit`` for ``seed`` (atomically; ``OutNotWritable`` if it fails)."""
+        encoded = _encode(record)
+        identity = _digest(config_identity(config))
         write_atomic(self._file(config, fit, seed), json.dumps(
-            {"fit": asdict(fit), "seed": seed, "record": _encode(record)}, allow_nan=False))
+            {"format": RECORD_FORMAT, "fit": asdict(fit), "seed": seed, "config": identity,
+             "record": encoded, "digest": _digest(encoded)}, allow_nan=False),
+            f"the record of {_about(asdict(fit), seed)}")
 
     def __len__(self):
         return sum(1 for p in self.path.glob("*.json") if p.name != CONFIG_FILE)
+
+
+def _about(fields, seed):
+    """``fit (model='fcn', width=8, ...), seed 0`` for messages."""
+    shown = ", ".join(f"{k}={v!r}" for k, v in fields.items()) if isinstance(fields, dict) \
+        else repr(fields)
+    return f"the fit ({shown}), seed {seed!r}"
 
 
 _ACTIVE = contextvars.ContextVar("record_store", default=None)
@@ -262,37 +537,88 @@ def describe_differences(saved, asked):
             for k in sorted(set(saved) | set(asked)) if saved.get(k) != asked.get(k)]
 
 
+#: the fix for a manifest that cannot be trusted: it alone says which files are the run's
+_MANIFEST_FIX = ("delete that manifest (the files beside it then count as no run's: move "
+                 "them away too) or choose another --out")
+
+
+def _inside(out, name, source):
+    """``out / name`` if ``name`` (listed in ``source``) is a file directly in ``out``.
+
+    Refused (``StoreError`` naming the entry): anything but a plain file
+    name (a path with a separator, ``..``, an absolute path), and a name
+    whose path leads out of ``out`` through a symbolic link.
+    """
+    bad = None
+    if not isinstance(name, str) or not name:
+        bad = "it is not a file name"
+    elif name in (".", "..") or "/" in name or os.sep in name or "\0" in name or \
+            os.path.isabs(name) or (os.altsep and os.altsep in name):
+        bad = "it is not a plain file name inside the folder"
+    elif name in (RECORDS, LOCK_FILE, MANIFEST):
+        bad = "it is the run's own bookkeeping, not an output"
+    else:
+        path = out / name
+        if path.resolve().parent != out.resolve():
+            bad = "it is a symbolic link leading out of the folder"
+    if bad:
+        raise StoreError(f"{source} lists {name!r}, which a run never writes ({bad}). "
+                         f"Nothing was removed; to go on, {_MANIFEST_FIX}.")
+    return out / name
+
+
 def read_manifest(out_dir):
-    """The file names the last run in ``out_dir`` wrote (or was writing), or []."""
+    """The file names the last run in ``out_dir`` wrote (or was writing), or [].
+
+    Each is checked to be a file directly in ``out_dir`` (``_inside``): a
+    manifest naming ``../x``, an absolute path or a symbolic link out of the
+    folder, or one that is damaged, is a ``StoreError`` naming it.
+    """
+    out = Path(out_dir)
+    path = out / MANIFEST
     try:
-        return json.loads((Path(out_dir) / MANIFEST).read_text())["files"]
+        manifest = _read_json(path, "the list of the files of the earlier run",
+                              fix=_MANIFEST_FIX)
     except FileNotFoundError:
         return []
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
+        raise StoreError(f"{path} (the list of the files of the earlier run) is damaged: it "
+                         "holds no list of 'files'. Nothing was removed; to go on, "
+                         f"{_MANIFEST_FIX}.")
+    return [_inside(out, name, path).name for name in manifest["files"]]
 
 
 def foreign_files(out_dir):
     """Names in ``out_dir`` that no run wrote: neither in its manifest nor a run's own."""
+    from .._files import is_temporary
+
     out = Path(out_dir)
     if not out.is_dir():
         return []
-    ours = set(read_manifest(out)) | {MANIFEST, RECORDS}
+    ours = set(read_manifest(out)) | {MANIFEST, RECORDS, LOCK_FILE}
     return sorted(p.name for p in out.iterdir()
-                  if p.name not in ours and not p.name.startswith(_TMP_PREFIX))
+                  if p.name not in ours and not is_temporary(p.name)
+                  and not p.name.startswith(_OLD_TMP_PREFIX))
+
+
+def _remove(path):
+    """Remove the file ``path`` (checked inside the folder); a directory or none is left."""
+    with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+        path.unlink()
 
 
 def begin_outputs(out_dir, names):
     """Before writing ``names``: list them in the manifest (as not yet complete),
     and remove the files of the earlier run that this one does not write."""
     out = Path(out_dir)
-    earlier = read_manifest(out)
+    earlier = read_manifest(out)  # every name checked before anything is removed
+    for name in names:
+        _inside(out, name, "the outputs of this run")
     write_atomic(out / MANIFEST, json.dumps(
-        {"complete": False, "files": sorted(set(earlier) | set(names))}, indent=1))
-    for name in set(earlier) - set(names):
-        with _suppress_os_error():
-            (out / name).unlink()
-    for stale in out.glob(_TMP_PREFIX + "*"):  # a killed run's half-written files
-        with _suppress_os_error():
-            stale.unlink()
+        {"complete": False, "files": sorted(set(earlier) | set(names))}, indent=1),
+        "the list of the files of the run")
+    for name in sorted(set(earlier) - set(names)):
+        _remove(out / name)
 
 
 def finish_outputs(out_dir, names, **about):
@@ -302,18 +628,25 @@ def finish_outputs(out_dir, names, **about):
     write_atomic(out / MANIFEST, json.dumps(
         {"complete": True, **about, "files": files,
          "bytes": {name: (out / name).stat().st_size for name in files}},
-        indent=1, allow_nan=False))
+        indent=1, allow_nan=False), "the list of the files of the run")
 
 
 def discard_run(out_dir):
-    """``--fresh``: remove the records and the files the manifest lists (nothing else)."""
-    import shutil
+    """``--fresh``: remove the records and the files the manifest lists (nothing else).
 
+    Every name the manifest lists is checked first (``read_manifest``): a
+    manifest naming a path out of the folder removes nothing. A ``records``
+    that is a symbolic link is refused, not followed.
+    """
     out = Path(out_dir)
-    for name in read_manifest(out):
-        with _suppress_os_error():
-            (out / name).unlink()
-    with _suppress_os_error():
-        (out / MANIFEST).unlink()
-    if (out / RECORDS).is_dir():
-        shutil.rmtree(out / RECORDS)
+    names = read_manifest(out)
+    records = out / RECORDS
+    if records.is_symlink():
+        raise StoreError(f"{records} is a symbolic link, not the folder of this run's records: "
+                         "--fresh removes nothing through it. Remove the link, or choose "
+                         "another --out.")
+    for name in names:
+        _remove(out / name)
+    _remove(out / MANIFEST)
+    if records.is_dir():
+        shutil.rmtree(records)
