@@ -7,6 +7,7 @@ changing ``seq_len`` or ``token_dim`` keeps every grid around the theory's
 thresholds.
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass, field, replace
 
@@ -251,6 +252,32 @@ class ReproductionConfig:
                 "claim is judged at T and 4T; add them, e.g. (1, 2, 4, 8)."
             )
         _check_values(self)
+
+    @classmethod
+    def from_dict(cls, fields):
+        """The configuration a results file records (``results["config"]``, the
+        fields as ``dataclasses.asdict`` or JSON gives them back).
+
+        Examples
+        --------
+        >>> from dataclasses import asdict
+        >>> ReproductionConfig.from_dict(asdict(SMOKE)) == SMOKE
+        True
+        """
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(fields) - set(known))
+        if unknown:
+            raise ValueError(f"a reproduction configuration has no field {unknown}; "
+                             f"its fields are {sorted(known)}.")
+        values = {}
+        for name, value in fields.items():
+            kind = known[name].type
+            if kind is Training and isinstance(value, dict):
+                value = Training(**value)
+            elif kind is tuple and isinstance(value, list):
+                value = tuple(value)
+            values[name] = value
+        return cls(**values)
 
     def seeds(self):
         """The seeds of the run."""

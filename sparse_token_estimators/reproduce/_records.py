@@ -15,8 +15,6 @@
   holding files no run wrote is refused (:func:`foreign_files`).
 """
 
-import contextlib
-import contextvars
 import hashlib
 import json
 import math
@@ -35,7 +33,7 @@ EXECUTION_FIELDS = ("n_jobs",)
 
 #: why a number is missing, by the key it would have had (``strict_json``)
 MISSING_REASONS = {
-    "fit_cpu_s": "learning_curve keeps no fitted model to read its CPU time from; "
+    "fit_cpu_s": "a learning curve's fit records no CPU time; "
                  "fit_s is its wall time in the worker",
 }
 
@@ -231,29 +229,6 @@ class RecordStore:
 
     def __len__(self):
         return sum(1 for p in self.path.glob("*.json") if p.name != CONFIG_FILE)
-
-
-_ACTIVE = contextvars.ContextVar("record_store", default=None)
-
-
-@contextlib.contextmanager
-def recording(store):
-    """Inside the block, ``run_fits`` without a ``store`` saves into ``store``.
-
-    ``run`` opens one around everything it does, so that every fit of a run
-    (those an experiment asks for while it reads the others, too) is saved
-    and resumed without passing the store along.
-    """
-    token = _ACTIVE.set(store)
-    try:
-        yield store
-    finally:
-        _ACTIVE.reset(token)
-
-
-def active_store():
-    """The store of the innermost ``recording`` block, or None."""
-    return _ACTIVE.get()
 
 
 def describe_differences(saved, asked):
