@@ -1,7 +1,7 @@
 """The command line before, during and after a run: checked first, resumable, never mixed.
 
 Every bad argument is a usage error (exit status 2) naming it before any fit;
-a run killed with SIGKILL and run again gives the results of an uninterrupted
+a run stopped at any fit and run again gives the results of an uninterrupted
 run; the output folder holds one run, its results.json strict JSON.
 """
 
@@ -9,7 +9,6 @@ import errno
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,8 +19,6 @@ from sparse_token_estimators import __main__ as cli
 from sparse_token_estimators import reproduce
 from sparse_token_estimators.reproduce import SMOKE, _records, _run
 from sparse_token_estimators.reproduce._fits import Fit
-
-ROOT = Path(__file__).resolve().parents[1]
 
 #: keys that hold times, which differ between runs of the same numbers
 TIMES = ("fit_s", "score_s", "fit_cpu_s", "elapsed_s")
@@ -183,7 +180,7 @@ def test_results_json_is_strict(tmp_path):
     text = _records.dumps(results)
     saved = json.loads(text, parse_constant=_refuse_nan)
     assert saved["fits"][0]["fit_cpu_s"] is None
-    assert "learning_curve keeps no fitted model" in saved["fits"][0]["fit_cpu_s_missing"]
+    assert "learning curve's fit records no CPU time" in saved["fits"][0]["fit_cpu_s_missing"]
     assert saved["slope"] is None and saved["slope_missing"].startswith("+Infinity")
     assert saved["curve"] == [1.0, None]
     assert saved["fits"][0]["fit_s"] == 1.5 and saved["n"] == 3 and saved["sd"] is None
@@ -215,64 +212,41 @@ def test_fresh_discards_only_the_runs_files(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-_SMOKE_CLI = (
-    "import sys, torch; torch.set_num_threads(1);"
-    "from sparse_token_estimators import __main__ as cli, reproduce;"
-    "reproduce.SCALES['quick'] = reproduce.SMOKE;"
-    "sys.exit(cli.main(sys.argv[1:]))"
-)
+def test_a_run_stopped_at_any_fit_keeps_every_finished_one_and_resumes(
+        smoke_results, smoke_scale, tmp_path, monkeypatch, capsys):
+    # The k-th fit raises as a Ctrl-C would, inside a search's round: every fit
+    # finished before it is in the records, and the same command resumes from
+    # them to the results of an uninterrupted run.
+    from sparse_token_estimators.reproduce import _fits
+    from sparse_token_estimators.reproduce._run import planned_fits
 
+    out, job, calls = tmp_path / "run", _fits.fit_job, []
+    stop_at = len(planned_fits(SMOKE)) * SMOKE.n_seeds + 3  # in the first search round
 
-def _smoke_cli(out, *args):
-    return [sys.executable, "-c", _SMOKE_CLI, "--out", str(out), "--no-plots", "--n-jobs", "1",
-            *args]
+    def fit_job(*args, **kwargs):
+        calls.append(args[1:3])
+        if len(calls) == stop_at:
+            raise KeyboardInterrupt
+        return job(*args, **kwargs)
 
-
-def _env():
-    return {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get(
-        "PYTHONPATH", "")}
-
-
-def test_a_killed_run_resumes_with_the_same_results(smoke_results, tmp_path):
-    out = tmp_path / "run"
-    records = out / "records"
-    at_least = 8
-    proc = subprocess.Popen(_smoke_cli(out, "--no-progress"), env=_env(), cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        # wait for records, not for time: kill once at least 8 fits are saved
-        while proc.poll() is None:
-            if records.is_dir() and sum(p.name != "config.json"
-                                        for p in records.glob("*.json")) >= at_least:
-                break
-            try:  # look again in a moment (no timing depends on it)
-                proc.wait(timeout=0.05)
-            except subprocess.TimeoutExpired:
-                pass
-        assert proc.poll() is None, "the run ended before it could be killed: " + \
-            proc.stderr.read().decode()[-2000:]
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait()
-        proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
-    saved = sum(p.name != "config.json" for p in records.glob("*.json"))
-    assert at_least <= saved < len(smoke_results["fits"])
+    monkeypatch.setattr(_fits, "fit_job", fit_job)
+    with pytest.raises(KeyboardInterrupt):
+        reproduce.run(SMOKE, progress=False, store=out)
+    saved = _records.RecordStore(out, SMOKE)
+    assert len(saved) == stop_at - 1  # every finished fit, the searches' included
+    assert all(saved.get(SMOKE, fit, seed) is not None for fit, seed in calls[:-1])
     assert not (out / "results.json").exists()
 
-    rerun = subprocess.run(_smoke_cli(out), env=_env(), cwd=tmp_path, capture_output=True,
-                           text=True, check=False)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert "fits resumed from records" in rerun.stderr  # the progress display counts them
-    resumed = int(rerun.stdout.split("resumed ")[1].split()[0])
-    assert resumed == saved  # every record there is whole (written atomically)
-    assert f"of {len(smoke_results['fits'])} fits from" in rerun.stdout
+    monkeypatch.setattr(_fits, "fit_job", job)
+    assert cli.main(["--out", str(out), "--no-plots"]) == 0
+    captured = capsys.readouterr()
+    assert "fits resumed from records" in captured.err  # the progress display counts them
+    n_fits = len(smoke_results["fits"])
+    assert f"resumed {stop_at - 1} of {n_fits} fits from" in captured.out
     results = json.loads((out / "results.json").read_text(), parse_constant=_refuse_nan)
-    fresh = json.loads(_records.dumps(smoke_results))
-    assert _without_times(results) == _without_times(fresh)
+    assert _without_times(results) == _without_times(json.loads(_records.dumps(smoke_results)))
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["resumed_fits"] == resumed and manifest["fitted"] == \
-        len(smoke_results["fits"]) - resumed
+    assert (manifest["resumed_fits"], manifest["fitted"]) == (stop_at - 1, n_fits - stop_at + 1)
 
 
 def test_run_resumes_from_a_folder(smoke_results, tmp_path):
@@ -285,20 +259,16 @@ def test_run_resumes_from_a_folder(smoke_results, tmp_path):
         reproduce.run(SMOKE, progress=False, store=tmp_path)
 
 
-def test_run_fits_saves_into_the_runs_store_without_being_passed_it(tmp_path, monkeypatch):
-    # what an experiment fits in rounds while it reads the others is resumable too
+def test_run_fits_reads_back_what_its_store_holds(tmp_path, monkeypatch):
     from sparse_token_estimators.reproduce import _fits
 
     store = _records.RecordStore(tmp_path, SMOKE)
     fits = [Fit("fcn", 8, SMOKE.seq_len), Fit("fcn", 4, SMOKE.seq_len, "population")]
-    with _records.recording(store):
-        first = _fits.run_fits(SMOKE, fits, reproduce.Progress(4, enabled=False))
+    first = _fits.run_fits(SMOKE, fits, reproduce.Progress(4, enabled=False), store)
     assert len(store) == len(first) == 2 * SMOKE.n_seeds
-    monkeypatch.setattr(_fits, "_search", lambda *a: pytest.fail("fitted again"))
-    monkeypatch.setattr(_fits, "_fit_population", lambda *a: pytest.fail("fitted again"))
+    monkeypatch.setattr(_fits, "fit_job", lambda *a: pytest.fail("fitted again"))
     progress = reproduce.Progress(4, enabled=False)
-    with _records.recording(store):
-        again = _fits.run_fits(SMOKE, fits, progress)
+    again = _fits.run_fits(SMOKE, fits, progress, store)
     assert repr(again) == repr(first) and progress.resumed == 4
 
 
