@@ -364,3 +364,13 @@ def test_width_separation_at_every_T_of_the_searches(results):
         f"| 4 | {4 * d} | {d + 3} | 9 | {fcn_critical_width(4, q, d, 0.8)} |",
         f"| 8 | {8 * d} | > {d + 8} | not searched | {fcn_critical_width(8, q, d, 0.8)} |"]
     assert "narrowest FCN the bound allows at every T" in " ".join(lines)
+
+
+def test_a_results_config_is_rebuilt_into_the_run_configuration(results):
+    from sparse_token_estimators.reproduce import ReproductionConfig
+
+    saved = json.loads(json.dumps(results["config"]))  # as results.json gives it back
+    assert ReproductionConfig.from_dict(saved) == SMOKE
+    assert ReproductionConfig.from_dict(results["config"]) == SMOKE
+    with pytest.raises(ValueError, match=r"has no field \['colour'\]"):
+        ReproductionConfig.from_dict({**saved, "colour": "blue"})

@@ -34,8 +34,7 @@ class Alignment(Experiment):
                             ["sequences_seen", "alignment", "w_scale"])
         return {"rows": rows, "summary": summary}
 
-    def tables(self, results):
-        return {"alignment.csv": results[self.name]["rows"]}
+    tables = {"alignment.csv": "rows"}
 
     def summary(self, results):
         config, section, names = config_of(results), results[self.name], results["models"]

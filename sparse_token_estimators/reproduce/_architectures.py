@@ -14,12 +14,9 @@ nets (:class:`~sparse_token_estimators.SparseTokenRNN`) at T = ``seq_len``:
   each cell.
 
 Every fit trains on the population (``architecture_n_train`` fresh
-sequences every epoch, ``architecture_training``: Adam at lr 0.01, batch 64,
-10 epochs, one setting for all of them, chosen before this experiment on a
-validation set of 2000 fresh sequences at T=10, d=8, q=3 from lr 0.003 and
-0.01 (batch 64; and lr 0.003, batch 256, which left the recurrent nets at
-R^2 0.4 at width 32): lr 0.01 was the better for the GRU, the LSTM and the
-encoder alike). One encoder block
+sequences every epoch) with ``architecture_training``, one setting for all
+of them, chosen on a validation set of fresh sequences before this
+experiment, from two learning rates and two batch sizes. One encoder block
 with one head (any d_model is allowed: two heads would need an even one).
 Nothing here is a claim of the paper and nothing is judged.
 """
@@ -117,11 +114,8 @@ class Architectures(Experiment):
                 "lengths": rows,
                 "lengths_summary": summarise(rows, ["model", "model_name", "length"], ["r2"])}
 
-    def tables(self, results):
-        s = results[self.name]
-        return {"architectures_widths.csv": s["points"],
-                "architectures_critical.csv": s["critical"],
-                "architectures_lengths.csv": s["lengths"]}
+    tables = {"architectures_widths.csv": "points", "architectures_critical.csv": "critical",
+              "architectures_lengths.csv": "lengths"}
 
     def summary(self, results):
         config, s = config_of(results), results[self.name]

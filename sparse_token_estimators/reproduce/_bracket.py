@@ -10,8 +10,8 @@ twice.
 
 :class:`BracketSearch` is asked for the widths of the next round and told
 their scores. Several searches run in lock-step through :func:`lockstep`
-(a generator: it yields a round's widths and receives their scores) or
-:func:`run_brackets`, so that one round holds the fits of all of them. The
+(a generator: it yields a round's widths and receives their scores), so
+that one round holds the fits of all of them. The
 experiments' critical-width searches (:func:`critical_searches`) are
 generators of fits on top of it: they yield the fits of a round and receive
 their records, and the run merges the rounds of every search.
@@ -179,6 +179,19 @@ def lockstep(searches):
 
     Yields the pending ``[(key, width), ...]`` of every unfinished search in
     a round and receives their scores (``send``); returns ``{key: Bracket}``.
+
+    Examples
+    --------
+    >>> crossing = {"a": 10, "b": 40}
+    >>> rounds = lockstep({k: BracketSearch(8, target=1.0, refine=1.01) for k in crossing})
+    >>> jobs = next(rounds)
+    >>> try:
+    ...     while True:
+    ...         jobs = rounds.send([float(w >= crossing[k]) for k, w in jobs])
+    ... except StopIteration as stop:
+    ...     found = stop.value
+    >>> found["a"].width, found["b"].width
+    (10, 40)
     """
     while True:
         jobs = [(key, w) for key, search in searches.items() for w in search.pending()]
@@ -191,85 +204,6 @@ def lockstep(searches):
             own = [(w, s) for (k, w), s in zip(jobs, scores) if k == key]
             if own:
                 search.tell([w for w, _ in own], [s for _, s in own])
-
-
-def drive(rounds, answer):
-    """Run the generator ``rounds`` to its end, sending ``answer(request)`` for each
-    request; returns what it returns."""
-    try:
-        request = next(rounds)
-        while True:
-            request = rounds.send(answer(request))
-    except StopIteration as stop:
-        return stop.value
-
-
-def run_brackets(evaluate, searches):
-    """Run several searches in lock-step; one call of ``evaluate`` per round.
-
-    Parameters
-    ----------
-    evaluate : callable
-        ``evaluate([(key, width), ...]) -> [score, ...]``: the pending
-        widths of every unfinished search in the round.
-    searches : dict
-        ``{key: BracketSearch}``.
-
-    Returns
-    -------
-    results : dict
-        ``{key: Bracket}``.
-
-    Examples
-    --------
-    >>> crossing = {"a": 10, "b": 40}
-    >>> found = run_brackets(
-    ...     lambda jobs: [float(w >= crossing[k]) for k, w in jobs],
-    ...     {k: BracketSearch(8, target=1.0, refine=1.01) for k in crossing})
-    >>> found["a"].width, found["b"].width
-    (10, 40)
-    """
-    return drive(lockstep(searches), evaluate)
-
-
-def bracket_crossing(evaluate, start, *, target, stop=None, floor=None, factor=2.0,
-                     refine=2 ** 0.5):
-    """The smallest integer width whose score reaches ``target``, by bracketing.
-
-    Grow geometrically from ``start`` by ``factor`` until a width's score
-    reaches ``target`` (or ``stop`` fails), then bisect in log space between
-    the last failing and the first passing width until their ratio is at
-    most ``refine`` (or they are neighbouring integers). With ``floor``, a
-    passing ``start`` is followed downwards (shrinking by ``factor``) first.
-
-    Parameters
-    ----------
-    evaluate : callable
-        ``evaluate([width, ...]) -> [score, ...]``: scores of a round of
-        widths (fit them in parallel if you like); a score rising with the
-        width is assumed.
-    start : int
-    target : float
-    stop, floor : int, optional
-    factor : float, default=2.0
-    refine : float, default=sqrt(2)
-        See :class:`BracketSearch`.
-
-    Returns
-    -------
-    Bracket
-
-    Examples
-    --------
-    >>> result = bracket_crossing(lambda ws: [w / 100 for w in ws], 4, target=0.3)
-    >>> result.status, result.width, result.lower, [w for w, _ in result.evaluated]
-    ('found', 32, 23, [4, 8, 16, 23, 32])
-    >>> bracket_crossing(lambda ws: [0.0] * len(ws), 4, target=0.3, stop=20).status
-    'beyond stop'
-    """
-    search = BracketSearch(start, target=target, stop=stop, floor=floor, factor=factor,
-                           refine=refine)
-    return run_brackets(lambda jobs: evaluate([w for _, w in jobs]), {None: search})[None]
 
 
 # The critical-width searches of the experiments (the transformer's scaling law,

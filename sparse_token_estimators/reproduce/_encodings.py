@@ -75,11 +75,8 @@ class Encodings(Experiment):
                                              ["r2_beyond_T", "fit_cpu_s"]),
                 "beyond_training_per_seed": beyond}
 
-    def tables(self, results):
-        section = results[self.name]
-        return {"encodings.csv": section["rows"],
-                "encodings_summary.csv": section["summary"],
-                "encodings_beyond_training.csv": section["beyond_training_per_seed"]}
+    tables = {"encodings.csv": "rows", "encodings_summary.csv": "summary",
+              "encodings_beyond_training.csv": "beyond_training_per_seed"}
 
     def summary(self, results):
         config, section = config_of(results), results[self.name]

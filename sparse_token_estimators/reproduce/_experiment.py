@@ -27,6 +27,8 @@ class Experiment:
         Key of its section in the results dict and stem of its files.
     title : str
         Heading in summary.md.
+    tables : dict
+        ``{csv file name: key of its rows in the section}``.
     """
 
     name = ""
@@ -48,9 +50,8 @@ class Experiment:
         what its search returned."""
         raise NotImplementedError
 
-    def tables(self, results):
-        """``{csv file name: rows}`` to write."""
-        return {}
+    #: ``{csv file name: key of the rows in its section}``: the tables it writes
+    tables = {}
 
     def summary(self, results):
         """Markdown lines for summary.md."""

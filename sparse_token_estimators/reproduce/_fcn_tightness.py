@@ -82,11 +82,8 @@ class FCNTightness(Experiment):
                     "n_train": 2 * config.tightness_n_train(config.tightness_check_len),
                     **check}}
 
-    def tables(self, results):
-        section = results[self.name]
-        return {"fcn_tightness_points.csv": section["points"],
-                "fcn_tightness.csv": section["critical"],
-                "fcn_tightness_per_seed.csv": section["critical_per_seed"]}
+    tables = {"fcn_tightness_points.csv": "points", "fcn_tightness.csv": "critical",
+              "fcn_tightness_per_seed.csv": "critical_per_seed"}
 
     def summary(self, results):
         config, s = config_of(results), results[self.name]

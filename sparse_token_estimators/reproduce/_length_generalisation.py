@@ -76,12 +76,9 @@ class LengthGeneralisation(Experiment):
             "by_pe_dim_summary": summarise(by_pe, ["model", "model_name", "pe_dim"], factors),
         }
 
-    def tables(self, results):
-        section = results[self.name]
-        return {"length_generalisation.csv": section["rows"],
-                "length_generalisation_summary.csv": section["summary"],
-                "length_beyond_training.csv": section["beyond_training_per_seed"],
-                "length_vs_pe_dim.csv": section["by_pe_dim"]}
+    tables = {"length_generalisation.csv": "rows", "length_generalisation_summary.csv": "summary",
+              "length_beyond_training.csv": "beyond_training_per_seed",
+              "length_vs_pe_dim.csv": "by_pe_dim"}
 
     def summary(self, results):
         config, section = config_of(results), results[self.name]

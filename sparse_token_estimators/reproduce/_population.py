@@ -111,11 +111,8 @@ class Population(Experiment):
                                        "relative_gap", "excess_over_bound"]),
         }
 
-    def tables(self, results):
-        section = results[self.name]
-        return {"population.csv": section["rows"],
-                "population_summary.csv": section["summary"],
-                "estimation_gap.csv": section["gaps"]}
+    tables = {"population.csv": "rows", "population_summary.csv": "summary",
+              "estimation_gap.csv": "gaps"}
 
     def summary(self, results):
         config, section = config_of(results), results[self.name]

@@ -125,7 +125,8 @@ def write_outputs(results, out_dir, *, plots=True, about=None):
     tables = {"fits.csv": results["fits"]}
     for experiment in EXPERIMENTS:
         if experiment.name in results:  # the experiments the run ran
-            tables.update(experiment.tables(results))
+            tables.update({name: results[experiment.name][key]
+                           for name, key in experiment.tables.items()})
     figures = figure_names(results) if plots else []
     names = ["results.json", *tables, *figures, "summary.md"]
     _records.begin_outputs(out, names)

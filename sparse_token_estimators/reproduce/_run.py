@@ -109,9 +109,9 @@ def run_searches(config, experiments, records, used_by, progress, fit=run_fits):
             # a search's fits are not known in advance: the total grows as it goes
             progress.add(len(new) * config.n_seeds)
             progress.plan(sum(f.cost(config) for f in new) * config.n_seeds)
-            names = sorted({experiments[i].name for i in live})
+            searching = ", ".join(experiments[i].name for i in sorted(live))
             records.update(fit(config, new, progress,
-                               label=f"search round {rounds} ({', '.join(names)})"))
+                               label=f"search round {rounds} ({searching})"))
         for i, (_, fits) in sorted(live.items()):
             ask(i, {(f, s): records[f, s] for f in fits for s in config.seeds()})
     return found

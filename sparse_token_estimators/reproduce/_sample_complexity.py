@@ -174,12 +174,9 @@ class SampleComplexity(Experiment):
         return {"target_r2": target, "rows": rows, "summary": summary, "minimal": minimal,
                 "minimal_per_seed": per_seed, "growth": growth}
 
-    def tables(self, results):
-        section = results[self.name]
-        return {"sample_complexity.csv": section["rows"],
-                "sample_complexity_summary.csv": section["summary"],
-                "sample_complexity_minimal.csv": section["minimal"],
-                "sample_complexity_per_seed.csv": section["minimal_per_seed"]}
+    tables = {"sample_complexity.csv": "rows", "sample_complexity_summary.csv": "summary",
+              "sample_complexity_minimal.csv": "minimal",
+              "sample_complexity_per_seed.csv": "minimal_per_seed"}
 
     def summary(self, results):
         config, section = config_of(results), results[self.name]

@@ -127,11 +127,8 @@ class WidthScaling(Experiment):
                     "seq_len": config.scaling_check_len, "n_train": 2 * config.scaling_n_train,
                     **check}}
 
-    def tables(self, results):
-        section = results[self.name]
-        return {"width_scaling_points.csv": section["points"],
-                "width_scaling.csv": section["critical"],
-                "width_scaling_per_seed.csv": section["critical_per_seed"]}
+    tables = {"width_scaling_points.csv": "points", "width_scaling.csv": "critical",
+              "width_scaling_per_seed.csv": "critical_per_seed"}
 
     def summary(self, results):
         config, s = config_of(results), results[self.name]
