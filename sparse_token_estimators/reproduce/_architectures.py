@@ -25,7 +25,7 @@ import math
 
 from ..architectures import CELLS, ENCODER_ENCODINGS
 from ..theory import fcn_critical_width
-from ._bracket import REFINE, TARGET_R2, BracketSearch, fit_rounds
+from ._bracket import REFINE, TARGET_R2, BracketSearch, bracket_text, fit_rounds, r2_text
 from ._experiment import Experiment, config_of, find, fmt, fmt_spread, markdown_table, summarise
 from ._figures import MIN_FONT, length_axes, pyplot, task_title
 from ._models import Fit, model_name
@@ -135,10 +135,8 @@ class Architectures(Experiment):
                  f"min({s['width_stop']}, 4 T d)), with its held-out R^2, beside T d and the "
                  f"width from which the FCN bound allows R^2 {s['target_r2']}.", ""]
         rows = [[r["model_name"], str(r["seq_len"]), fmt(r["star"], "d") if r["star"] else "-",
-                 f"({fmt(r['lower'], 'd') if r['lower'] else '-'}, "
-                 f"{fmt(r['star'], 'd') if r['star'] else '-'}]", r["status"],
-                 "-" if r["test_r2_mean"] is None
-                 else f"{r['test_r2_mean']:.3f} ± {r['test_r2_sd']:.3f}",
+                 bracket_text(r), r["status"],
+                 r2_text(r),
                  str(r["td"]), str(r["fcn_bound_width"]),
                  ", ".join(str(w) for w in r["evaluated"])]
                 for r in sorted(s["critical"], key=_order)]

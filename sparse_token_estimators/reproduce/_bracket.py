@@ -323,3 +323,15 @@ def critical_rows(config, brackets, summary, extra):
                      "test_r2_sd": at["test_r2_sd"] if at else None,
                      "td": T * config.token_dim, **extra(T)})
     return rows
+
+
+def bracket_text(row):
+    """A critical row's bracket as a table shows it: ``(lower, star]``, "-" where none."""
+    return f"({row['lower'] or '-'}, {row['star'] or '-'}]"
+
+
+def r2_text(row):
+    """A critical row's held-out R^2 at its width: ``mean ± sd``, "-" where none."""
+    if row["test_r2_mean"] is None:
+        return "-"
+    return f"{row['test_r2_mean']:.3f} ± {row['test_r2_sd']:.3f}"

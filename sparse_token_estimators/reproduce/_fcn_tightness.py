@@ -26,10 +26,12 @@ from ..theory import fcn_critical_width
 from ._bracket import (
     REFINE,
     TARGET_R2,
+    bracket_text,
     collect_points,
     critical_rows,
     critical_searches,
     per_seed_rows,
+    r2_text,
 )
 from ._experiment import Experiment, config_of, fmt, markdown_table
 from ._figures import STYLES, powers_of_two_ticks, pyplot
@@ -94,12 +96,10 @@ class FCNTightness(Experiment):
                  "every epoch; beside it, the narrowest width the bound allows (sanity "
                  "check, guaranteed).", ""]
         rows = [[str(r["seq_len"]), str(r["td"]), fmt(r["star"], "d") if r["star"] else
-                 f"> {r['stop']}", f"({fmt(r['lower'], 'd') if r['lower'] else '-'}, "
-                 f"{fmt(r['star'], 'd') if r['star'] else '-'}]", r["status"],
+                 f"> {r['stop']}", bracket_text(r), r["status"],
                  fmt(r["star_over_td"], ".2f"), str(r["bound_width"]),
                  f"{r['bound_over_td']:.2f}",
-                 "-" if r["test_r2_mean"] is None else
-                 f"{r['test_r2_mean']:.3f} ± {r['test_r2_sd']:.3f}",
+                 r2_text(r),
                  f"{r['n_train']} x {r['steps']} steps"] for r in s["critical"]]
         lines += markdown_table(["T", "T*d", "m*", "bracket", "search", "m* / T*d",
                                  "bound's width", "/ T*d", "held-out R^2",

@@ -34,10 +34,12 @@ from ..theory import transformer_pe_scale
 from ._bracket import (
     REFINE,
     TARGET_R2,
+    bracket_text,
     collect_points,
     critical_rows,
     critical_searches,
     per_seed_rows,
+    r2_text,
 )
 from ._experiment import Experiment, config_of, fmt, loglog_slope, markdown_table
 from ._figures import STYLES, legend_beside, pyplot
@@ -139,9 +141,8 @@ class WidthScaling(Experiment):
                  f"sequences every epoch, {s['steps']} steps); its held-out R^2 beside it.",
                  ""]
         rows = [[str(r["seq_len"]), fmt(r["star"], "d") if r["star"] else "-",
-                 f"({fmt(r['lower'], 'd') if r['lower'] else '-'}, "
-                 f"{fmt(r['star'], 'd') if r['star'] else '-'}]", r["status"],
-                 _r2(r), f"{r['q_log_t']:.1f}",
+                 bracket_text(r), r["status"],
+                 r2_text(r), f"{r['q_log_t']:.1f}",
                  ", ".join(str(w) for w in r["evaluated"])] for r in s["critical"]]
         lines += markdown_table(["T", "pe_dim*", "bracket", "search", "held-out R^2",
                                  "q log T", "pe_dim fitted"], rows,
@@ -159,12 +160,6 @@ class WidthScaling(Experiment):
 
     def figures(self):
         return {"width_scaling.png": plot_width_scaling}
-
-
-def _r2(row):
-    if row["test_r2_mean"] is None:
-        return "-"
-    return f"{row['test_r2_mean']:.3f} ± {row['test_r2_sd']:.3f}"
 
 
 def _interval(section):
