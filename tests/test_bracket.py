@@ -6,11 +6,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparse_token_estimators.reproduce._bracket import (
-    BracketSearch,
-    bracket_crossing,
-    run_brackets,
-)
+from sparse_token_estimators.reproduce._bracket import BracketSearch, lockstep
+
+
+def run_brackets(evaluate, searches):
+    """Drive ``lockstep(searches)`` to its end, one call of ``evaluate`` per round."""
+    rounds = lockstep(searches)
+    try:
+        jobs = next(rounds)
+        while True:
+            jobs = rounds.send(evaluate(jobs))
+    except StopIteration as stop:
+        return stop.value
+
+
+def bracket_crossing(evaluate, start, **kwargs):
+    """One search, ``evaluate(widths) -> scores``."""
+    search = BracketSearch(start, **kwargs)
+    return run_brackets(lambda jobs: evaluate([w for _, w in jobs]), {None: search})[None]
 
 
 def step(crossing):

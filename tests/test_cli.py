@@ -1,8 +1,9 @@
 """The command line before, during and after a run: checked first, resumable, never mixed.
 
 Every bad argument is a usage error (exit status 2) naming it before any fit;
-a run killed with SIGKILL and run again gives the results of an uninterrupted
-run; the output folder holds one run, its results.json strict JSON.
+a run stopped at any fit (or killed with SIGKILL) and run again gives the
+results of an uninterrupted run; the output folder holds one run, its
+results.json strict JSON.
 """
 
 import errno
@@ -185,7 +186,7 @@ def test_results_json_is_strict(tmp_path):
     text = _records.dumps(results)
     saved = json.loads(text, parse_constant=_refuse_nan)
     assert saved["fits"][0]["fit_cpu_s"] is None
-    assert "learning_curve keeps no fitted model" in saved["fits"][0]["fit_cpu_s_missing"]
+    assert "learning curve's fit records no CPU time" in saved["fits"][0]["fit_cpu_s_missing"]
     assert saved["slope"] is None and saved["slope_missing"].startswith("+Infinity")
     assert saved["curve"] == [1.0, None]
     assert saved["fits"][0]["fit_s"] == 1.5 and saved["n"] == 3 and saved["sd"] is None
@@ -347,21 +348,54 @@ def test_run_resumes_from_a_folder(smoke_results, tmp_path):
         reproduce.run(SMOKE, progress=False, store=tmp_path)
 
 
-def test_run_fits_saves_into_the_runs_store_without_being_passed_it(tmp_path, monkeypatch):
-    # what an experiment fits in rounds while it reads the others is resumable too
+def test_run_fits_reads_back_what_its_store_holds(tmp_path, monkeypatch):
     from sparse_token_estimators.reproduce import _fits
 
     store = _records.RecordStore(tmp_path, SMOKE)
     fits = [Fit("fcn", 8, SMOKE.seq_len), Fit("fcn", 4, SMOKE.seq_len, "population")]
-    with _records.recording(store):
-        first = _fits.run_fits(SMOKE, fits, reproduce.Progress(4, enabled=False))
+    first = _fits.run_fits(SMOKE, fits, reproduce.Progress(4, enabled=False), store)
     assert len(store) == len(first) == 2 * SMOKE.n_seeds
-    monkeypatch.setattr(_fits, "_search", lambda *a: pytest.fail("fitted again"))
-    monkeypatch.setattr(_fits, "_fit_population", lambda *a: pytest.fail("fitted again"))
+    monkeypatch.setattr(_fits, "fit_job", lambda *a: pytest.fail("fitted again"))
     progress = reproduce.Progress(4, enabled=False)
-    with _records.recording(store):
-        again = _fits.run_fits(SMOKE, fits, progress)
+    again = _fits.run_fits(SMOKE, fits, progress, store)
     assert repr(again) == repr(first) and progress.resumed == 4
+
+
+def test_a_run_stopped_at_any_fit_keeps_every_finished_one_and_resumes(
+        smoke_results, smoke_scale, tmp_path, monkeypatch, capsys):
+    # The k-th fit raises as a Ctrl-C would, inside a search's round: every fit
+    # finished before it is in the records, and the same command resumes from
+    # them to the results of an uninterrupted run.
+    from sparse_token_estimators.reproduce import _fits
+    from sparse_token_estimators.reproduce._run import planned_fits
+
+    out, job, calls = tmp_path / "run", _fits.fit_job, []
+    stop_at = len(planned_fits(SMOKE)) * SMOKE.n_seeds + 3  # in the first search round
+
+    def fit_job(*args, **kwargs):
+        calls.append(args[1:3])
+        if len(calls) == stop_at:
+            raise KeyboardInterrupt
+        return job(*args, **kwargs)
+
+    monkeypatch.setattr(_fits, "fit_job", fit_job)
+    with pytest.raises(KeyboardInterrupt):
+        reproduce.run(SMOKE, progress=False, store=out)
+    saved = _records.RecordStore(out, SMOKE)
+    assert len(saved) == stop_at - 1  # every finished fit, the searches' included
+    assert all(saved.get(SMOKE, fit, seed) is not None for fit, seed in calls[:-1])
+    assert not (out / "results.json").exists()
+
+    monkeypatch.setattr(_fits, "fit_job", job)
+    assert cli.main(["--out", str(out), "--no-plots"]) == 0
+    captured = capsys.readouterr()
+    assert "fits resumed from records" in captured.err  # the progress display counts them
+    n_fits = len(smoke_results["fits"])
+    assert f"resumed {stop_at - 1} of {n_fits} fits from" in captured.out
+    results = json.loads((out / "results.json").read_text(), parse_constant=_refuse_nan)
+    assert _without_times(results) == _without_times(json.loads(_records.dumps(smoke_results)))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["resumed_fits"], manifest["fitted"]) == (stop_at - 1, n_fits - stop_at + 1)
 
 
 def test_an_unwritable_out_is_refused_before_torch_is_imported(tmp_path):

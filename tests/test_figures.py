@@ -11,7 +11,8 @@ import itertools
 import numpy as np
 import pytest
 
-from sparse_token_estimators.reproduce._figures import DPI, draw_figures
+from sparse_token_estimators.reproduce._figures import DPI
+from sparse_token_estimators.reproduce._report import draw_figures
 
 plt = pytest.importorskip("matplotlib.pyplot")
 

@@ -21,7 +21,7 @@ from sparse_token_estimators.positional import ENCODINGS
 from sparse_token_estimators.reproduce import SMOKE
 from sparse_token_estimators.reproduce._encodings import entries
 from sparse_token_estimators.reproduce._experiment import find
-from sparse_token_estimators.reproduce._fits import Fit, training, width_parameter
+from sparse_token_estimators.reproduce._models import Fit, training, width_parameter
 from sparse_token_estimators.reproduce._population import population_grid
 from sparse_token_estimators.reproduce._registry import EXPERIMENTS
 from sparse_token_estimators.reproduce._report import fit_seconds, timing_rows
@@ -187,7 +187,7 @@ def test_population_fit_trains_on_fresh_sequences(monkeypatch):
 
     monkeypatch.setattr(_fits.SparseSelectionStream, "batches", batches)
     fit = Fit("fcn", 4, SMOKE.seq_len, "population")
-    scores, _, _ = _fits._fit_population(SMOKE, fit, 0, [], [])
+    _, _, scores = _fits.fit_job(SMOKE, fit, 0)
     epochs, steps = SMOKE.fcn_training.max_epochs, SMOKE.fcn_training.steps(SMOKE.n_samples)
     assert len(seen) == steps and len(set(seen)) == steps  # every batch is new
     assert math.isfinite(scores["test_loss"]) and epochs == 2
@@ -329,20 +329,20 @@ def test_scaling_training_scales_adams_rate_as_one_over_sqrt_pe_dim():
         == reproduce.QUICK.paper_training.lr
 
 
-def test_a_worker_that_imports_only_the_fits_knows_every_model():
-    # joblib's process workers unpickle a Fit by importing reproduce._fits alone;
-    # the models the experiments add must be there (the quick run's population
-    # fits of the architectures failed with KeyError: 'encoder_fixed').
+def test_a_worker_that_imports_only_the_models_knows_every_model():
+    # joblib's process workers unpickle a Fit by importing reproduce._models alone;
+    # every model is declared there, and importing the experiments changes nothing
     import subprocess
 
-    from sparse_token_estimators.reproduce._fits import MODELS
+    from sparse_token_estimators.reproduce import _registry  # noqa: F401 - every experiment
+    from sparse_token_estimators.reproduce._models import MODELS
 
-    code = ("from sparse_token_estimators.reproduce._fits import MODELS; "
-            "print(' '.join(sorted(MODELS)))")
+    code = ("from sparse_token_estimators.reproduce._models import MODELS; "
+            "print(' '.join(MODELS))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    assert done.stdout.split() == sorted(MODELS), done.stderr
-    assert "encoder_fixed" in MODELS
+    assert done.stdout.split() == list(MODELS), done.stderr
+    assert "encoder_fixed" in MODELS and "randomized_ensemble" in MODELS
 
 
 def test_width_separation_at_every_T_of_the_searches(results):
@@ -364,3 +364,13 @@ def test_width_separation_at_every_T_of_the_searches(results):
         f"| 4 | {4 * d} | {d + 3} | 9 | {fcn_critical_width(4, q, d, 0.8)} |",
         f"| 8 | {8 * d} | > {d + 8} | not searched | {fcn_critical_width(8, q, d, 0.8)} |"]
     assert "narrowest FCN the bound allows at every T" in " ".join(lines)
+
+
+def test_a_results_config_is_rebuilt_into_the_run_configuration(results):
+    from sparse_token_estimators.reproduce import ReproductionConfig
+
+    saved = json.loads(json.dumps(results["config"]))  # as results.json gives it back
+    assert ReproductionConfig.from_dict(saved) == SMOKE
+    assert ReproductionConfig.from_dict(results["config"]) == SMOKE
+    with pytest.raises(ValueError, match=r"has no field \['colour'\]"):
+        ReproductionConfig.from_dict({**saved, "colour": "blue"})

@@ -8,7 +8,7 @@ seed.
 
 import copy
 import math
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import pytest
 
@@ -16,8 +16,9 @@ from sparse_token_estimators import reproduce
 from sparse_token_estimators.reproduce import SMOKE, THRESHOLDS, Training, assess_claims
 from sparse_token_estimators.reproduce._alignment import EXPERIMENT as ALIGNMENT
 from sparse_token_estimators.reproduce._encodings import sentences
-from sparse_token_estimators.reproduce._experiment import summarise
-from sparse_token_estimators.reproduce._fits import describe_models, run_fits
+from sparse_token_estimators.reproduce._experiment import config_of, judged_widths, summarise
+from sparse_token_estimators.reproduce._fits import run_fits
+from sparse_token_estimators.reproduce._models import describe_models
 from sparse_token_estimators.reproduce._progress import Progress
 from sparse_token_estimators.reproduce._sample_complexity import EXPERIMENT as SAMPLE
 from sparse_token_estimators.reproduce._verdicts import (
@@ -26,7 +27,6 @@ from sparse_token_estimators.reproduce._verdicts import (
     compare,
     verdict,
 )
-from sparse_token_estimators.reproduce._width_separation import judged_widths
 
 T, D, Q = SMOKE.seq_len, SMOKE.token_dim, SMOKE.n_selected
 SEEDS = SMOKE.seeds()
@@ -94,7 +94,7 @@ def set_paper_loss(results, ratios, se=0.001, key="width_separation", data=None)
     """Paper's model loss = ratio x the FCN bound at each judged width, per seed."""
     section = results[key]
     for row in section["rows"]:
-        if row["model"] == "paper" and row["width"] in judged_widths(results["config"]) \
+        if row["model"] == "paper" and row["width"] in judged_widths(config_of(results)) \
                 and (data is None or row["data"] == data):
             row["test_loss"] = ratios[row["seed"]] * row["fcn_bound"]
             row["test_loss_se"] = se
@@ -104,7 +104,7 @@ def set_paper_loss(results, ratios, se=0.001, key="width_separation", data=None)
 
 def test_separation_judges_the_widths_the_theory_names(smoke):
     # q log T = 2.8 at T=4, q=2: pe_dim 4 (width 6) is in [q log T, 4 q log T], 2 is not
-    assert judged_widths(smoke["config"]) == [6]
+    assert judged_widths(config_of(smoke)) == [6]
 
 
 def test_separation_passes_clearly_below_the_bound(results):
@@ -313,9 +313,7 @@ def test_alignment_passes_on_a_fit_that_converges_in_one_epoch():
         SMOKE, n_samples=4000, n_seeds=2, length_pe_dim=8,
         paper_training=Training(lr=0.01, max_epochs=1, batch_size=64))
     records = run_fits(config, ALIGNMENT.fits(config), Progress(0, enabled=False))
-    results = {"config": {"seed": config.seed, "n_seeds": config.n_seeds,
-                          "n_samples": config.n_samples, "length_pe_dim": 8,
-                          "paper_training": {"max_epochs": 1}},
+    results = {"config": asdict(config),
                "models": describe_models(config),
                "alignment": ALIGNMENT.collect(config, records)}
     c = _alignment(results, THRESHOLDS, dict(RESOLUTION, min_training_sequences=0))
@@ -514,16 +512,13 @@ def test_sample_complexity_reports_n_star_and_its_growth(curves, expected):
 
 @pytest.mark.parametrize("preset", [reproduce.FIRST, reproduce.QUICK, reproduce.PAPER])
 def test_presets_are_large_enough_for_verdicts_one_to_three(preset):
-    from dataclasses import asdict
-
     from sparse_token_estimators.reproduce._verdicts import _training_gate
 
-    cfg = asdict(preset)
-    assert _training_gate(cfg, RESOLUTION, "x")[0]
+    assert _training_gate(preset, RESOLUTION, "x")[0]
     assert preset.length_pe_dim == THRESHOLDS["length_pe_dim"]
     grid = sorted(preset.pe_dims)
     assert len(grid) >= 5 and grid[-1] / grid[0] >= 16
-    assert judged_widths(cfg)
+    assert judged_widths(preset)
 
 
 @pytest.mark.parametrize("preset, span", [(reproduce.QUICK, 16), (reproduce.PAPER, 32)])

@@ -25,15 +25,17 @@ Public:
   fixed before the run): supported, not supported or inconclusive.
 - :class:`ReproductionConfig` and the presets ``FIRST``, ``QUICK``, ``PAPER``, ``SMOKE``
   (``SCALES`` by name), :func:`with_sizes`, :class:`Training`.
-- :class:`Progress` and :func:`count_finished_tasks`: the display that
-  advances as each fit finishes, in any joblib backend.
+- :class:`Progress`: the display that advances as each fit finishes, in any
+  joblib backend.
 
-The layout: ``_config`` (sizes), ``_data`` (seeded sets), ``_fits`` (the
-models, their training, one ``GridSearchCV`` per training set), one module
-per experiment (registered in ``_registry``), ``_bracket`` (the search for
-a critical width), ``_verdicts`` (the six verdicts and their thresholds),
-``_report`` (tables, results file, summary), ``_figures`` (shared
-plotting), ``_progress``.
+The layout: ``_config`` (sizes), ``_data`` (seeded sets), ``_models`` (the
+models and :class:`~._models.Fit`), ``_fits`` (the one runner: every fit
+of a run, in one ``joblib.Parallel``), ``_experiment`` (what every
+experiment is, and what they share), one module per experiment (registered
+in ``_registry``), ``_bracket`` (the search for a critical width),
+``_verdicts`` (the six verdicts and their thresholds), ``_report``
+(tables, results file, figures, summary), ``_figures`` (shared plotting),
+``_progress``, ``_records`` (the store of finished fits), ``_run``.
 """
 
 import importlib
@@ -52,8 +54,7 @@ from ._config import (
 # The rest on first use (PEP 562): the command line reads the presets above
 # and checks its arguments before it imports torch.
 _LAZY = {
-    "save_figures": "._figures", "Progress": "._progress",
-    "count_finished_tasks": "._progress", "THRESHOLDS": "._report",
+    "save_figures": "._report", "Progress": "._progress", "THRESHOLDS": "._report",
     "assess_claims": "._report", "summary_markdown": "._report",
     "write_outputs": "._report", "run": "._run",
 }
@@ -72,6 +73,6 @@ def __dir__():
 
 __all__ = [
     "FIRST", "PAPER", "QUICK", "SCALES", "SMOKE", "THRESHOLDS", "Progress", "ReproductionConfig",
-    "Training", "assess_claims", "count_finished_tasks", "run", "save_figures",
+    "Training", "assess_claims", "run", "save_figures",
     "summary_markdown", "with_sizes", "write_outputs",
 ]

@@ -9,9 +9,9 @@ above ``alignment_final`` (mean over seeds, and seed by seed), however early
 in training it got there.
 """
 
-from ._experiment import Experiment, fmt_spread, markdown_table, summarise
+from ._experiment import Experiment, config_of, fmt_spread, markdown_table, summarise
 from ._figures import band, legend_below, pyplot, task_title
-from ._fits import Fit
+from ._models import Fit
 
 MODELS = ("paper", "ensemble", "fixed")
 
@@ -23,7 +23,7 @@ class Alignment(Experiment):
     def fits(self, config):
         return [Fit(model, config.length_pe_dim, config.seq_len) for model in MODELS]
 
-    def collect(self, config, records):
+    def collect(self, config, records, found=None):
         rows = []
         for fit in self.fits(config):
             for seed in config.seeds():
@@ -34,18 +34,17 @@ class Alignment(Experiment):
                             ["sequences_seen", "alignment", "w_scale"])
         return {"rows": rows, "summary": summary}
 
-    def tables(self, results):
-        return {"alignment.csv": results[self.name]["rows"]}
+    tables = {"alignment.csv": "rows"}
 
     def summary(self, results):
-        cfg, section, names = results["config"], results[self.name], results["models"]
+        config, section, names = config_of(results), results[self.name], results["models"]
         paper = sorted((r for r in section["summary"] if r["model"] == "paper"),
                        key=lambda r: r["step"])
         shown = [r for r in paper if r["step"] in (0, 1, 2, 4, 8, 16, 32, 64, 128)
                  or r is paper[-1]]
-        lines = [f"{names['paper']['name']}, pe_dim={cfg['length_pe_dim']}: alignment and "
+        lines = [f"{names['paper']['name']}, pe_dim={config.length_pe_dim}: alignment and "
                  f"scale <W, I>/d_p against training sequences seen, mean ± sd over "
-                 f"{cfg['n_seeds']} seeds (every point in alignment.csv).", ""]
+                 f"{config.n_seeds} seeds (every point in alignment.csv).", ""]
         lines += markdown_table(
             ["step", "sequences seen", "alignment", "scale <W, I>/d_p"],
             [[str(r["step"]), f"{r['sequences_seen_mean']:.0f}", fmt_spread(r, "alignment"),
@@ -56,15 +55,11 @@ class Alignment(Experiment):
         return {"alignment.png": plot_alignment}
 
 
-def _n_train(results):
-    return results["config"]["n_samples"]
-
-
 def plot_alignment(results):
     """Alignment of W with I, and its scale, against training sequences seen (log x).
     """
     plt = pyplot()
-    cfg, section = results["config"], results["alignment"]
+    config, section = config_of(results), results["alignment"]
     fig, (ax, ax_scale) = plt.subplots(1, 2, figsize=(10, 4.2), layout="constrained")
     first = min((r["sequences_seen_mean"] for r in section["summary"]
                  if r["sequences_seen_mean"] > 0), default=1)
@@ -77,14 +72,14 @@ def plot_alignment(results):
     for a in (ax, ax_scale):
         # linear between 0 and the first batch, so that step 0 (W = 0) shows
         a.set_xscale("symlog", linthresh=first)
-        a.axvline(cfg["n_samples"], color="gray", alpha=0.4)
+        a.axvline(config.n_samples, color="gray", alpha=0.4)
         a.set_xlabel("training sequences seen (line: one epoch)")
     ax.axhline(1, color="black", linestyle="--", alpha=0.4)
     ax.set(ylim=(min(0, ax.get_ylim()[0]), 1.05),
            ylabel="<W, I> / (|W|_F sqrt(d_p))", title="Alignment of W with I")
     ax_scale.set(ylabel="<W, I> / d_p", title="Scale c of W ~ c I")
     legend_below(fig, ax, ncol=3)
-    fig.suptitle(f"pe_dim={cfg['length_pe_dim']}; {task_title(cfg)}", fontsize=9)
+    fig.suptitle(f"pe_dim={config.length_pe_dim}; {task_title(config)}", fontsize=9)
     return fig
 
 

@@ -14,12 +14,9 @@ nets (:class:`~sparse_token_estimators.SparseTokenRNN`) at T = ``seq_len``:
   each cell.
 
 Every fit trains on the population (``architecture_n_train`` fresh
-sequences every epoch, ``architecture_training``: Adam at lr 0.01, batch 64,
-10 epochs, one setting for all of them, chosen before this experiment on a
-validation set of 2000 fresh sequences at T=10, d=8, q=3 from lr 0.003 and
-0.01 (batch 64; and lr 0.003, batch 256, which left the recurrent nets at
-R^2 0.4 at width 32): lr 0.01 was the better for the GRU, the LSTM and the
-encoder alike). One encoder block
+sequences every epoch) with ``architecture_training``, one setting for all
+of them, chosen on a validation set of fresh sequences before this
+experiment, from two learning rates and two batch sizes. One encoder block
 with one head (any d_model is allowed: two heads would need an even one).
 Nothing here is a claim of the paper and nothing is judged.
 """
@@ -28,25 +25,11 @@ import math
 
 from ..architectures import CELLS, ENCODER_ENCODINGS
 from ..theory import fcn_critical_width
-from ._bracket import BracketSearch, run_brackets
-from ._experiment import Experiment, find, fmt, fmt_spread, markdown_table, summarise
-from ._figures import MIN_FONT, pyplot, task_title
-from ._fits import MODELS, Fit, Model, model_name
-from ._length_generalisation import length_axes
-from ._width_scaling import REFINE, TARGET_R2, mean_score, replay_round
+from ._bracket import REFINE, TARGET_R2, BracketSearch, bracket_text, fit_rounds, r2_text
+from ._experiment import Experiment, config_of, find, fmt, fmt_spread, markdown_table, summarise
+from ._figures import MIN_FONT, length_axes, pyplot, task_title
+from ._models import Fit, model_name
 
-ENCODER_PARAMS = (("n_heads", 1), ("n_layers", 1))
-#: how the names call each encoding
-ENCODING_NAMES = {**{e: f"{e} PE" for e in ENCODER_ENCODINGS}, "none": "no PE", "rope": "RoPE"}
-MODELS.update({
-    **{f"encoder_{e}": Model(f"transformer encoder, {ENCODING_NAMES[e]} (beyond the paper)",
-                             "encoder",
-                             "architecture_training",
-                             params=(("positional_encoding", e), *ENCODER_PARAMS), cost=1.0)
-       for e in ENCODER_ENCODINGS},
-    **{cell: Model(f"{cell.upper()} (beyond the paper)", "rnn", "architecture_training",
-                   params=(("cell", cell),)) for cell in CELLS},
-})
 #: the models whose smallest width is searched
 SEARCHED = ("encoder_none", "gru", "lstm")
 #: the models scored per length, in the order of the table
@@ -64,21 +47,17 @@ def _stop(config, T):
     return max(START, min(config.architecture_width_stop, 4 * T * config.token_dim))
 
 
-def _searches(config, fit_round):
-    """``{T: {model: Bracket}}``: at each T of ``architecture_seq_lens()`` in
-    increasing T, the searched models in lock-step, each starting from its
-    smallest width at the T before (from START at the first)."""
+def searches(config):
+    """Generator: at each T of ``architecture_seq_lens()`` in increasing T, the
+    searched models in lock-step, each starting from its smallest width at the T
+    before (from START at the first); returns ``{T: {model: Bracket}}``."""
     found, previous = {}, {}
     for T in config.architecture_seq_lens():
-        searches = {m: BracketSearch(min(max(previous.get(m) or START, FLOOR), _stop(config, T)),
+        brackets = {m: BracketSearch(min(max(previous.get(m) or START, FLOOR), _stop(config, T)),
                                      target=TARGET_R2, stop=_stop(config, T), floor=FLOOR,
                                      factor=2.0, refine=REFINE) for m in SEARCHED}
-
-        def evaluate(jobs, T=T):
-            fits = [_fit(config, m, w, T) for m, w in jobs]
-            return mean_score(fit_round(fits), fits, config.seeds())
-
-        found[T] = run_brackets(evaluate, searches)
+        found[T] = yield from fit_rounds(config, brackets,
+                                         lambda m, w, T=T: _fit(config, m, w, T))
         previous = {m: b.width for m, b in found[T].items()}
     return found
 
@@ -90,11 +69,10 @@ class Architectures(Experiment):
     def fits(self, config):
         return [_fit(config, m, config.architecture_width) for m in LENGTH_MODELS]
 
-    def search(self, config, fit_round):
-        _searches(config, fit_round)
+    def search(self, config):
+        return searches(config)
 
-    def collect(self, config, records):
-        found = _searches(config, replay_round(config, records))
+    def collect(self, config, records, found=None):
         T0, seeds, d = config.seq_len, config.seeds(), config.token_dim
         points, critical = [], []
         for T, brackets in found.items():
@@ -136,23 +114,19 @@ class Architectures(Experiment):
                 "lengths": rows,
                 "lengths_summary": summarise(rows, ["model", "model_name", "length"], ["r2"])}
 
-    def tables(self, results):
-        s = results[self.name]
-        return {"architectures_widths.csv": s["points"],
-                "architectures_critical.csv": s["critical"],
-                "architectures_lengths.csv": s["lengths"]}
+    tables = {"architectures_widths.csv": "points", "architectures_critical.csv": "critical",
+              "architectures_lengths.csv": "lengths"}
 
     def summary(self, results):
-        cfg, s = results["config"], results[self.name]
-        T, factors, n = cfg["seq_len"], cfg["length_factors"], cfg["n_seeds"]
+        config, s = config_of(results), results[self.name]
+        T, factors, n = config.seq_len, config.length_factors, config.n_seeds
+        training = config.architecture_training
         lens = _lens(s)
         where = (f"at T={T}" if lens == [T] else
                  f"at T = {', '.join(map(str, lens))} for the widths and T={T} for the lengths")
         lines = [f"Beyond the paper, measured, no verdict. Trained on the population {where} "
-                 f"({s['n_train']} fresh sequences every epoch, Adam lr "
-                 f"{cfg['architecture_training']['lr']}, batch "
-                 f"{cfg['architecture_training']['batch_size']}, "
-                 f"{cfg['architecture_training']['max_epochs']} epochs: one setting for all; "
+                 f"({s['n_train']} fresh sequences every epoch, Adam lr {training.lr}, batch "
+                 f"{training.batch_size}, {training.max_epochs} epochs: one setting for all; "
                  "the quick and paper presets' was chosen on a validation set before the "
                  "run, see the module's docstring); the encoder has one "
                  f"block and one head. Smallest width whose validation R^2 (mean over {n} "
@@ -161,10 +135,8 @@ class Architectures(Experiment):
                  f"min({s['width_stop']}, 4 T d)), with its held-out R^2, beside T d and the "
                  f"width from which the FCN bound allows R^2 {s['target_r2']}.", ""]
         rows = [[r["model_name"], str(r["seq_len"]), fmt(r["star"], "d") if r["star"] else "-",
-                 f"({fmt(r['lower'], 'd') if r['lower'] else '-'}, "
-                 f"{fmt(r['star'], 'd') if r['star'] else '-'}]", r["status"],
-                 "-" if r["test_r2_mean"] is None
-                 else f"{r['test_r2_mean']:.3f} ± {r['test_r2_sd']:.3f}",
+                 bracket_text(r), r["status"],
+                 r2_text(r),
                  str(r["td"]), str(r["fcn_bound_width"]),
                  ", ".join(str(w) for w in r["evaluated"])]
                 for r in sorted(s["critical"], key=_order)]
@@ -200,8 +172,8 @@ def _present(section):
 
 def sentences(results):
     """The reader's questions, answered from the numbers (measured, not judged)."""
-    cfg, s = results["config"], results["architectures"]
-    T, top, target = cfg["seq_len"], max(cfg["length_factors"]), s["target_r2"]
+    config, s = config_of(results), results["architectures"]
+    T, top, target = config.seq_len, max(config.length_factors), s["target_r2"]
 
     def r2(model, factor):
         row = find(s["lengths_summary"], model=model, length=factor * T)
@@ -217,7 +189,7 @@ def sentences(results):
             r = rows[0]
             if r["star"]:
                 out.append(f"{what} reaches R^2 {target} at width {r['star']} (d = "
-                           f"{cfg['token_dim']}, T d = {r['td']}; held-out R^2 "
+                           f"{config.token_dim}, T d = {r['td']}; held-out R^2 "
                            f"{fmt(r['test_r2_mean'])}).")
             else:
                 out.append(f"{what} does not reach R^2 {target} at any width up to "
@@ -228,7 +200,7 @@ def sentences(results):
         if found:
             text += (f"smallest width reaching R^2 {target}: "
                      + ", ".join(f"{r['star']} at T={r['seq_len']}" for r in found)
-                     + f" (d = {cfg['token_dim']}; "
+                     + f" (d = {config.token_dim}; "
                      + ("below T d at each" if all(r["star"] < r["td"] for r in found)
                         else "not below T d at each") + ")")
         missed = [r for r in rows if not r["star"]]
@@ -257,7 +229,7 @@ MARKERS = dict(zip(LENGTH_MODELS, "osv^D<>phX*P"))
 def plot_architectures(results):
     """Smallest width per architecture against T d and the FCN bound; R^2 per length."""
     plt = pyplot()
-    cfg, s = results["config"], results["architectures"]
+    config, s = config_of(results), results["architectures"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.2), layout="constrained",
                                       width_ratios=(1, 1.6))
     if len(_lens(s)) == 1:
@@ -271,12 +243,12 @@ def plot_architectures(results):
                        yerr=[r["r2_sd"] for r in rows], capsize=2, marker=MARKERS[model],
                        markersize=4, label=results["models"][model]["name"].split(" (")[0],
                        linestyle="-" if model.startswith("encoder_") else "--")
-    length_axes(right, cfg, s["lengths_summary"], title=f"Width {s['width']}, trained at T")
+    length_axes(right, config, s["lengths_summary"], title=f"Width {s['width']}, trained at T")
     handles, names = (sum(pair, []) for pair in zip(left.get_legend_handles_labels(),
                                                      right.get_legend_handles_labels()))
     # one legend for both panels, below them (``legend_below``'s place and size)
     fig.legend(handles, names, loc="outside lower center", ncol=4, fontsize=MIN_FONT)
-    fig.suptitle(f"More architectures (beyond the paper; {task_title(cfg)})",
+    fig.suptitle(f"More architectures (beyond the paper; {task_title(config)})",
                  fontsize=MIN_FONT + 2)
     return fig
 

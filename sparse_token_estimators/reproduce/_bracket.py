@@ -8,14 +8,21 @@ their ratio is at most ``refine`` (or they are neighbouring integers). The
 score is assumed to rise with the width; the search never evaluates a width
 twice.
 
-``evaluate`` takes a list of widths and returns their scores, so a caller
-can fit a whole round at once (every seed, in parallel). Several searches
-(one per sequence length, say) can run in lock-step through
-:func:`run_brackets`, so that one round holds the fits of all of them.
+:class:`BracketSearch` is asked for the widths of the next round and told
+their scores. Several searches run in lock-step through :func:`lockstep`
+(a generator: it yields a round's widths and receives their scores), so
+that one round holds the fits of all of them. The
+experiments' critical-width searches (:func:`critical_searches`) are
+generators of fits on top of it: they yield the fits of a round and receive
+their records, and the run merges the rounds of every search.
 """
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
+
+from ._experiment import summarise
 
 #: what a finished search found
 STATUSES = ("found", "beyond stop", "at start")
@@ -167,28 +174,22 @@ class BracketSearch:
         return Bracket(upper, lower, upper, evaluated, "found")
 
 
-def run_brackets(evaluate, searches):
-    """Run several searches in lock-step; one call of ``evaluate`` per round.
+def lockstep(searches):
+    """Several searches in lock-step, as an ask/tell generator.
 
-    Parameters
-    ----------
-    evaluate : callable
-        ``evaluate([(key, width), ...]) -> [score, ...]``: the pending
-        widths of every unfinished search in the round.
-    searches : dict
-        ``{key: BracketSearch}``.
-
-    Returns
-    -------
-    results : dict
-        ``{key: Bracket}``.
+    Yields the pending ``[(key, width), ...]`` of every unfinished search in
+    a round and receives their scores (``send``); returns ``{key: Bracket}``.
 
     Examples
     --------
     >>> crossing = {"a": 10, "b": 40}
-    >>> found = run_brackets(
-    ...     lambda jobs: [float(w >= crossing[k]) for k, w in jobs],
-    ...     {k: BracketSearch(8, target=1.0, refine=1.01) for k in crossing})
+    >>> rounds = lockstep({k: BracketSearch(8, target=1.0, refine=1.01) for k in crossing})
+    >>> jobs = next(rounds)
+    >>> try:
+    ...     while True:
+    ...         jobs = rounds.send([float(w >= crossing[k]) for k, w in jobs])
+    ... except StopIteration as stop:
+    ...     found = stop.value
     >>> found["a"].width, found["b"].width
     (10, 40)
     """
@@ -196,7 +197,7 @@ def run_brackets(evaluate, searches):
         jobs = [(key, w) for key, search in searches.items() for w in search.pending()]
         if not jobs:
             return {key: search.result() for key, search in searches.items()}
-        scores = list(evaluate(jobs))
+        scores = list((yield jobs))
         if len(scores) != len(jobs):
             raise ValueError(f"evaluate returned {len(scores)} scores for {len(jobs)} widths.")
         for key, search in searches.items():
@@ -205,41 +206,132 @@ def run_brackets(evaluate, searches):
                 search.tell([w for w, _ in own], [s for _, s in own])
 
 
-def bracket_crossing(evaluate, start, *, target, stop=None, floor=None, factor=2.0,
-                     refine=2 ** 0.5):
-    """The smallest integer width whose score reaches ``target``, by bracketing.
+# The critical-width searches of the experiments (the transformer's scaling law,
+# the FCN's tightness, the architectures): generators of fits on the searches
+# above. Each yields the fits of its next round and receives their records
+# ``{(fit, seed): record}`` for every seed; its path depends only on those.
 
-    Grow geometrically from ``start`` by ``factor`` until a width's score
-    reaches ``target`` (or ``stop`` fails), then bisect in log space between
-    the last failing and the first passing width until their ratio is at
-    most ``refine`` (or they are neighbouring integers). With ``floor``, a
-    passing ``start`` is followed downwards (shrinking by ``factor``) first.
+#: the critical width's target: the smallest width whose mean validation R^2
+#: reaches it (fixed in ``_verdicts.THRESHOLDS`` as ``scaling_target_r2``)
+TARGET_R2 = 0.8
+#: bisect until the bracket is within this factor (verdict 4: sqrt(2) or finer)
+REFINE = 2 ** 0.5
 
-    Parameters
-    ----------
-    evaluate : callable
-        ``evaluate([width, ...]) -> [score, ...]``: scores of a round of
-        widths (fit them in parallel if you like); a score rising with the
-        width is assumed.
-    start : int
-    target : float
-    stop, floor : int, optional
-    factor : float, default=2.0
-    refine : float, default=sqrt(2)
-        See :class:`BracketSearch`.
 
-    Returns
-    -------
-    Bracket
+def mean_score(records, fits, seeds, key="val_r2"):
+    """Mean over the seeds of ``key`` of each fit's records."""
+    return [float(np.mean([records[f, s][key] for s in seeds])) for f in fits]
 
-    Examples
-    --------
-    >>> result = bracket_crossing(lambda ws: [w / 100 for w in ws], 4, target=0.3)
-    >>> result.status, result.width, result.lower, [w for w, _ in result.evaluated]
-    ('found', 32, 23, [4, 8, 16, 23, 32])
-    >>> bracket_crossing(lambda ws: [0.0] * len(ws), 4, target=0.3, stop=20).status
-    'beyond stop'
+
+def fit_rounds(config, searches, make_fit):
+    """Generator: ``searches`` (``{key: BracketSearch}``) in lock-step, each round as
+    fits. ``make_fit(key, width)``; returns ``{key: Bracket}``."""
+    rounds = lockstep(searches)
+    try:
+        jobs = next(rounds)
+        while True:
+            fits = [make_fit(key, w) for key, w in jobs]
+            records = yield fits
+            jobs = rounds.send(mean_score(records, fits, config.seeds()))
+    except StopIteration as stop:
+        return stop.value
+
+
+def sequential_searches(config, lens, make_fit, start, *, floor, stop):
+    """Generator: one bracketing search per T, in increasing T, each starting at the
+    one before's.
+
+    ``make_fit(T, width)`` is the fit of a width at T; ``start(T, previous)``
+    the first width at T given the previous T's :class:`Bracket` (None at
+    the first); ``floor(T)``, ``stop(T)`` its limits. Returns ``{T: Bracket}``.
     """
-    search = BracketSearch(start, target=target, stop=stop, floor=floor, factor=factor,
-                           refine=refine)
-    return run_brackets(lambda jobs: evaluate([w for _, w in jobs]), {None: search})[None]
+    found, previous = {}, None
+    for T in lens:
+        first = min(max(start(T, previous), floor(T)), stop(T))
+        search = BracketSearch(first, target=TARGET_R2, stop=stop(T), floor=floor(T),
+                               factor=2.0, refine=REFINE)
+        found[T] = previous = (yield from fit_rounds(
+            config, {T: search}, lambda _, w, T=T: make_fit(T, w)))[T]
+    return found
+
+
+def doubling_check(config, bracket, make_fit):
+    """Generator: refit the bracket's two widths with twice the sequences
+    (``make_fit(width)``); returns None if not bracketed."""
+    if bracket is None or bracket.status != "found":
+        return None
+    fits = [make_fit(bracket.lower), make_fit(bracket.upper)]
+    lower, upper = mean_score((yield fits), fits, config.seeds())
+    return {"lower": bracket.lower, "upper": bracket.upper,
+            "lower_r2": lower, "upper_r2": upper,
+            "unchanged": bool(lower < TARGET_R2 <= upper)}
+
+
+def critical_searches(config, lens, make_fit, start, *, floor, stop, check_len):
+    """Generator: :func:`sequential_searches`, then the doubling check at
+    ``check_len`` (``make_fit(T, width, factor=2)``); returns ``(brackets, check)``."""
+    found = yield from sequential_searches(config, lens, make_fit, start, floor=floor,
+                                           stop=stop)
+    check = None
+    if check_len in found:
+        check = yield from doubling_check(config, found[check_len],
+                                          lambda w: make_fit(check_len, w, factor=2))
+    return found, check
+
+
+def per_seed_minimum(points, seeds, target=TARGET_R2):
+    """``{seed: smallest evaluated width whose own val R^2 reaches target}`` (None if none)."""
+    return {s: min((p["value"] for p in points if p["seed"] == s and p["val_r2"] >= target),
+                   default=None) for s in seeds}
+
+
+def collect_points(config, records, brackets, make_fit, parameter):
+    """Per-seed rows of every evaluated width and their mean over seeds."""
+    points = []
+    for T, bracket in brackets.items():
+        for w, _ in bracket.evaluated:
+            fit = make_fit(T, w)
+            for seed in config.seeds():
+                r = records[fit, seed]
+                points.append({"seq_len": T, "parameter": parameter, "value": w,
+                               "width": r["width"], "seed": seed, "n_train": r["n_train"],
+                               "val_r2": r["val_r2"], "test_r2": r["test_r2"],
+                               "test_loss": r["test_loss"], "fit_cpu_s": r["fit_cpu_s"]})
+    return points, summarise(points, ["seq_len", "parameter", "value"],
+                             ["val_r2", "test_r2", "test_loss"])
+
+
+def per_seed_rows(points, brackets, seeds):
+    """``[{"seq_len", "seed", "star"}]``: each seed's own critical width at each T."""
+    rows = []
+    for T in brackets:
+        own = per_seed_minimum([p for p in points if p["seq_len"] == T], seeds)
+        rows += [{"seq_len": T, "seed": s, "star": w} for s, w in own.items()]
+    return rows
+
+
+def critical_rows(config, brackets, summary, extra):
+    """One row per T: the critical width found, its bracket and held-out R^2."""
+    rows = []
+    for T, b in brackets.items():
+        at = next((r for r in summary if r["seq_len"] == T and r["value"] == b.width), None)
+        rows.append({"seq_len": T, "star": b.width, "lower": b.lower, "status": b.status,
+                     "ratio": b.ratio if math.isfinite(b.ratio) else None,
+                     "evaluated": [w for w, _ in b.evaluated],
+                     "val_r2_mean": at["val_r2_mean"] if at else None,
+                     "test_r2_mean": at["test_r2_mean"] if at else None,
+                     "test_r2_sd": at["test_r2_sd"] if at else None,
+                     "td": T * config.token_dim, **extra(T)})
+    return rows
+
+
+def bracket_text(row):
+    """A critical row's bracket as a table shows it: ``(lower, star]``, "-" where none."""
+    return f"({row['lower'] or '-'}, {row['star'] or '-'}]"
+
+
+def r2_text(row):
+    """A critical row's held-out R^2 at its width: ``mean ± sd``, "-" where none."""
+    if row["test_r2_mean"] is None:
+        return "-"
+    return f"{row['test_r2_mean']:.3f} ± {row['test_r2_sd']:.3f}"

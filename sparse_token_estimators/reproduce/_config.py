@@ -7,6 +7,7 @@ changing ``seq_len`` or ``token_dim`` keeps every grid around the theory's
 thresholds.
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass, field, replace
 
@@ -30,8 +31,8 @@ class Training:
         width and a fit of width w uses ``lr * sqrt(lr_ref_width / w)``
         (:meth:`lr_at`): the paper's model at a fixed ``lr`` trains worse
         as ``pe_dim`` grows (Adam moves every entry of the d_p x d_p matrix
-        W by about ``lr`` a step, so the noise in W grows with d_p; measured
-        in docs/reproduction.rst, "Transformer width scaling").
+        W by about ``lr`` a step, so the noise in W grows with d_p; see
+        docs/reproduction.rst, "Transformer width scaling").
 
     Examples
     --------
@@ -142,9 +143,8 @@ class ReproductionConfig:
         package's extension) beside its one-draw model in the encodings
         experiment. Off in ``QUICK`` and ``PAPER``: at ``length_pe_dim`` it
         costs as much as the other encodings and the stochastic ensemble
-        together (about 9 CPU minutes at the paper scale by the cost model,
-        which would take that run close to the hour on 2 cores), and the
-        stochastic ensemble already shows what the draws buy.
+        together, and the stochastic ensemble already shows what the draws
+        buy.
     sample_factors : tuple of float
         The T of the sample-complexity curves, as multiples of ``seq_len``.
     sample_sizes : tuple of int
@@ -252,6 +252,32 @@ class ReproductionConfig:
             )
         _check_values(self)
 
+    @classmethod
+    def from_dict(cls, fields):
+        """The configuration a results file records (``results["config"]``, the
+        fields as ``dataclasses.asdict`` or JSON gives them back).
+
+        Examples
+        --------
+        >>> from dataclasses import asdict
+        >>> ReproductionConfig.from_dict(asdict(SMOKE)) == SMOKE
+        True
+        """
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(fields) - set(known))
+        if unknown:
+            raise ValueError(f"a reproduction configuration has no field {unknown}; "
+                             f"its fields are {sorted(known)}.")
+        values = {}
+        for name, value in fields.items():
+            kind = known[name].type
+            if kind is Training and isinstance(value, dict):
+                value = Training(**value)
+            elif kind is tuple and isinstance(value, list):
+                value = tuple(value)
+            values[name] = value
+        return cls(**values)
+
     def seeds(self):
         """The seeds of the run."""
         return [self.seed + k for k in range(self.n_seeds)]
@@ -339,12 +365,11 @@ def _check_values(config):
                          "n >= 1: n parallel fits); got 0.")
 
 
-#: every experiment, every claim judged over 3 seeds: about 8 minutes on 2 CPU cores
-#: (6 1/2 without the architectures; measured in docs/reproduction.rst)
+#: every experiment, every claim judged over 3 seeds (its time: docs/reproduction.rst)
 QUICK = ReproductionConfig()
 #: T = 20, more samples and a wider pe_dim grid, the scaling law over T = 8 to 256
 #: (32x), the FCN's tightness at T = 8, 16, 32, the architectures' widths over
-#: T = 8 to 128, the learning curves over T = 5, 10, 20: 39 minutes on 2 CPU cores
+#: T = 8 to 128, the learning curves over T = 5, 10, 20
 PAPER = ReproductionConfig(
     seq_len=20, n_samples=50_000, n_test=10_000,
     pe_dims=(4, 8, 16, 32, 64, 128, 256, 512), ensemble_pe_dims=(16, 64, 256),
@@ -357,8 +382,8 @@ PAPER = ReproductionConfig(
     sample_fcn_sizes=(512, 2048, 8192, 32768, 131072, 524288), sample_fcn_factor=4.0,
     sample_budget=32768,
 )
-#: the paper's three claims (verdicts 1-3) alone, over 3 seeds in under 3 minutes
-#: on 2 CPU cores: the quick run's fits of the paper's model and the fixed
+#: the paper's three claims (verdicts 1-3) alone, over 3 seeds: the quick
+#: run's fits of the paper's model and the fixed
 #: encoding (the same numbers), a pe_dim grid of 5 values over 16x, the FCN at
 #: the widths below T d and one power of two, a 2-draw ensemble beside them
 FIRST = ReproductionConfig(

@@ -19,25 +19,17 @@ numbers and a sentence generated from them. The stochastic and fixed fits
 are those of the length-generalisation experiment (shared).
 """
 
-from ._experiment import Experiment, find, fmt_spread, markdown_table, spread, summarise
-from ._figures import band, legend_below, pyplot, task_title
-from ._fits import MODELS, Fit, Model, model_name
-from ._length_generalisation import length_axes
-
-MODELS.update({
-    "sinusoidal": Model("transformer, sinusoidal PE (Vaswani et al.; extension)",
-                        "transformer", "paper_training",
-                        params=(("positional_encoding", "sinusoidal"),), cost=1.2),
-    "learned": Model("transformer, learned PE (extension)", "transformer", "paper_training",
-                     params=(("positional_encoding", "learned"),), cost=1.7),
-    "randomized": Model("transformer, randomized PE, 1 draw (Ruoss et al.; extension)",
-                        "transformer", "paper_training",
-                        params=(("positional_encoding", "randomized"),), cost=1.6),
-    "randomized_ensemble": Model(
-        "transformer, randomized PE, {n_pe_draws}-draw ensemble (package extension)",
-        "transformer", "ensemble_training", params=(("positional_encoding", "randomized"),),
-        ensemble=True, cost=1.2),
-})
+from ._experiment import (
+    Experiment,
+    config_of,
+    find,
+    fmt_spread,
+    markdown_table,
+    spread,
+    summarise,
+)
+from ._figures import band, legend_below, length_axes, pyplot, task_title
+from ._models import MODELS, Fit, model_name
 
 #: (encoding, model key) in the order of the table and the legend
 ENTRIES = (("stochastic", "paper"), ("stochastic", "ensemble"), ("fixed", "fixed"),
@@ -62,7 +54,7 @@ class Encodings(Experiment):
     def fits(self, config):
         return [Fit(model, config.length_pe_dim, config.seq_len) for _, model in entries(config)]
 
-    def collect(self, config, records):
+    def collect(self, config, records, found=None):
         T, p = config.seq_len, config.length_pe_dim
         rows, beyond = [], []
         for encoding, model in entries(config):
@@ -83,18 +75,15 @@ class Encodings(Experiment):
                                              ["r2_beyond_T", "fit_cpu_s"]),
                 "beyond_training_per_seed": beyond}
 
-    def tables(self, results):
-        section = results[self.name]
-        return {"encodings.csv": section["rows"],
-                "encodings_summary.csv": section["summary"],
-                "encodings_beyond_training.csv": section["beyond_training_per_seed"]}
+    tables = {"encodings.csv": "rows", "encodings_summary.csv": "summary",
+              "encodings_beyond_training.csv": "beyond_training_per_seed"}
 
     def summary(self, results):
-        cfg, section = results["config"], results[self.name]
-        T, factors = cfg["seq_len"], cfg["length_factors"]
+        config, section = config_of(results), results[self.name]
+        T, factors = config.seq_len, config.length_factors
         lines = [f"Held-out R^2 (scikit-learn's, averaged over the d outputs), mean ± sd over "
-                 f"{cfg['n_seeds']} seeds, trained at T={T} with pe_dim="
-                 f"{cfg['length_pe_dim']} and the paper's model's training (the ensembles: "
+                 f"{config.n_seeds} seeds, trained at T={T} with pe_dim="
+                 f"{config.length_pe_dim} and the paper's model's training (the ensembles: "
                  f"theirs), tables of max_seq_len = {max(factors) * T} positions (the grid's "
                  "end), at the named lengths and averaged over every length of the grid "
                  "beyond T (encodings.csv has every length). Measured: no verdict.", ""]
@@ -128,8 +117,8 @@ def sentences(results):
     (or that it does no better than predicting 0 there, R^2 <= 0.05), and
     where it stands against the paper's model (stochastic, one draw) beyond T.
     """
-    cfg, section = results["config"], results["encodings"]
-    T, top = cfg["seq_len"], max(cfg["length_factors"])
+    config, section = config_of(results), results["encodings"]
+    T, top = config.seq_len, max(config.length_factors)
 
     def mean(model, length=None):
         if length is None:
@@ -171,7 +160,7 @@ MARKS = {"paper": ("o", "-"), "ensemble": ("D", "--"), "fixed": ("^", "-"),
 def plot_encodings(results):
     """Held-out R^2 at every test length, a curve with seed band per encoding."""
     plt = pyplot()
-    cfg, section = results["config"], results["encodings"]
+    config, section = config_of(results), results["encodings"]
     fig, ax = plt.subplots(figsize=(10.5, 6), layout="constrained")
     for encoding, model in _present(section):
         rows = sorted((r for r in section["summary"] if r["model"] == model),
@@ -181,9 +170,9 @@ def plot_encodings(results):
              label=f"{encoding}: {results['models'][model]['name']}",
              color=COLOURS[model], linestyle=linestyle, marker=marker, markerfacecolor="none",
              markevery=max(1, len(rows) // 12), linewidth=1.6 if linestyle == ":" else 1.2)
-    length_axes(ax, cfg, section["summary"],
-                title=f"Positional encodings, trained at T, pe_dim={cfg['length_pe_dim']}\n"
-                      f"({task_title(cfg)})")
+    length_axes(ax, config, section["summary"],
+                title=f"Positional encodings, trained at T, pe_dim={config.length_pe_dim}\n"
+                      f"({task_title(config)})")
     legend_below(fig, ax)
     return fig
 

@@ -5,13 +5,17 @@ it names the fits it needs (the run fits each distinct one once per seed and
 shares it between experiments), or searches for them round by round, turns
 their records into its section of the results (plain rows: per seed, and
 mean and spread over seeds), and says which tables, Markdown and figures
-show it. The verdicts read those sections (``_verdicts``).
+show it. The verdicts read those sections (``_verdicts``). An experiment
+imports shared modules only, never another experiment.
 """
 
 import math
 from statistics import mean, stdev
 
 import numpy as np
+
+from ..theory import fcn_lower_bound, transformer_pe_scale, zero_predictor_loss
+from ._config import ReproductionConfig
 
 
 class Experiment:
@@ -23,6 +27,8 @@ class Experiment:
         Key of its section in the results dict and stem of its files.
     title : str
         Heading in summary.md.
+    tables : dict
+        ``{csv file name: key of its rows in the section}``.
     """
 
     name = ""
@@ -32,18 +38,20 @@ class Experiment:
         """The :class:`~._fits.Fit` s it needs (each is fitted once per seed)."""
         return []
 
-    def search(self, config, fit_round):
-        """Fits chosen from the scores of earlier ones (after ``fits``): call
-        ``fit_round(fits)`` per round; it fits them for every seed (through
-        ``run_fits``) and returns ``{(fit, seed): record}``."""
+    def search(self, config):
+        """None, or a generator of the fits chosen from the records of earlier ones
+        (after ``fits``): it yields a round's list of fits, receives their records
+        ``{(fit, seed): record}`` for every seed, and returns what it found (passed
+        to ``collect``). The run merges the rounds of every search."""
+        return None
 
-    def collect(self, config, records):
-        """Its section of the results, from ``records[(fit, seed)]``."""
+    def collect(self, config, records, found=None):
+        """Its section of the results, from ``records[(fit, seed)]`` and ``found``,
+        what its search returned."""
         raise NotImplementedError
 
-    def tables(self, results):
-        """``{csv file name: rows}`` to write."""
-        return {}
+    #: ``{csv file name: key of the rows in its section}``: the tables it writes
+    tables = {}
 
     def summary(self, results):
         """Markdown lines for summary.md."""
@@ -139,11 +147,31 @@ def markdown_table(header, rows, align=None):
         "| " + " | ".join(str(c) for c in row) + " |" for row in rows]
 
 
-def run_seeds(cfg):
-    """The seeds of a run, from its configuration as stored in the results."""
-    return [cfg["seed"] + k for k in range(cfg["n_seeds"])]
-
-
 def find(rows, **match):
     """The first row whose items include ``match`` (None if none)."""
     return next((r for r in rows if all(r.get(k) == v for k, v in match.items())), None)
+
+
+def config_of(results):
+    """The :class:`ReproductionConfig` of a results dict (its ``"config"``)."""
+    return ReproductionConfig.from_dict(results["config"])
+
+
+def fcn_bound(config, width):
+    """The FCN lower bound at first-layer width ``width`` for the task of ``config``."""
+    return fcn_lower_bound(config.seq_len, config.n_selected, token_dim=config.token_dim,
+                           width=width)
+
+
+def zero_loss(config):
+    """The loss of predicting 0 (summed over d): R^2 0."""
+    return zero_predictor_loss(config.token_dim, config.n_selected)
+
+
+def judged_widths(config, pe_range=(1.0, 4.0)):
+    """Widths d + pe_dim of the paper's grid, q log T <= pe_dim <= 4 q log T, below T d."""
+    scale = transformer_pe_scale(config.seq_len, config.n_selected)
+    low, high = pe_range
+    d = config.token_dim
+    return [d + p for p in sorted(config.pe_dims)
+            if low * scale <= p <= high * scale and d + p < config.seq_len * d]

@@ -23,19 +23,19 @@ scaling law and m* of the FCN against T d.
 import numpy as np
 
 from ..theory import fcn_critical_width
-from ._experiment import Experiment, fmt, markdown_table
-from ._figures import STYLES, powers_of_two_ticks, pyplot
-from ._fits import Fit, model_name
-from ._width_scaling import (
+from ._bracket import (
     REFINE,
     TARGET_R2,
+    bracket_text,
     collect_points,
     critical_rows,
-    doubling_check,
-    per_seed_minimum,
-    replay_round,
-    sequential_searches,
+    critical_searches,
+    per_seed_rows,
+    r2_text,
 )
+from ._experiment import Experiment, config_of, fmt, markdown_table
+from ._figures import STYLES, powers_of_two_ticks, pyplot
+from ._models import Fit, model_name
 
 MODEL = "fcn_tightness"
 #: the verdict's limit on m*, in multiples of T d: the search stops there
@@ -50,27 +50,20 @@ def _floor(config, T):
     return fcn_critical_width(T, config.n_selected, config.token_dim, TARGET_R2)
 
 
-def _searches(config, fit_round):
-    d = config.token_dim
-    found = sequential_searches(
-        config, fit_round, config.tightness_seq_lens(), lambda T, w: _fit(config, T, w),
-        lambda T, previous: T * d, floor=lambda T: _floor(config, T),
-        stop=lambda T: MAX_FACTOR * T * d, target=TARGET_R2)
-    T = config.tightness_check_len
-    check = doubling_check(config, fit_round, found.get(T),
-                           lambda w: _fit(config, T, w, factor=2)) if T in found else None
-    return found, check
-
-
 class FCNTightness(Experiment):
     name = "fcn_tightness"
     title = "FCN tightness on the population: m* against T d"
 
-    def search(self, config, fit_round):
-        _searches(config, fit_round)
+    def search(self, config):
+        d = config.token_dim
+        return critical_searches(
+            config, config.tightness_seq_lens(),
+            lambda T, w, factor=1: _fit(config, T, w, factor), lambda T, previous: T * d,
+            floor=lambda T: _floor(config, T), stop=lambda T: MAX_FACTOR * T * d,
+            check_len=config.tightness_check_len)
 
-    def collect(self, config, records):
-        brackets, check = _searches(config, replay_round(config, records))
+    def collect(self, config, records, found=None):
+        brackets, check = found
         points, summary = collect_points(config, records, brackets,
                                          lambda T, w: _fit(config, T, w), "hidden_width")
         d = config.token_dim
@@ -81,10 +74,7 @@ class FCNTightness(Experiment):
             "star_over_td": None if brackets[T].width is None
             else brackets[T].width / (T * d),
             "bound_over_td": _floor(config, T) / (T * d)})
-        per_seed = []
-        for T in brackets:
-            own = per_seed_minimum([p for p in points if p["seq_len"] == T], config.seeds())
-            per_seed += [{"seq_len": T, "seed": s, "star": w} for s, w in own.items()]
+        per_seed = per_seed_rows(points, brackets, config.seeds())
         return {"target_r2": TARGET_R2, "refine": REFINE, "max_factor": MAX_FACTOR,
                 "model": MODEL, "model_name": model_name(MODEL, config),
                 "points": points, "summary": summary, "critical": rows,
@@ -94,27 +84,22 @@ class FCNTightness(Experiment):
                     "n_train": 2 * config.tightness_n_train(config.tightness_check_len),
                     **check}}
 
-    def tables(self, results):
-        section = results[self.name]
-        return {"fcn_tightness_points.csv": section["points"],
-                "fcn_tightness.csv": section["critical"],
-                "fcn_tightness_per_seed.csv": section["critical_per_seed"]}
+    tables = {"fcn_tightness_points.csv": "points", "fcn_tightness.csv": "critical",
+              "fcn_tightness_per_seed.csv": "critical_per_seed"}
 
     def summary(self, results):
-        cfg, s = results["config"], results[self.name]
+        config, s = config_of(results), results[self.name]
         lines = [f"{s['model_name']}: the smallest hidden_width m* whose validation R^2 "
-                 f"(mean over {cfg['n_seeds']} seed{'s' if cfg['n_seeds'] > 1 else ''}) "
+                 f"(mean over {config.n_seeds} seed{'s' if config.n_seeds > 1 else ''}) "
                  f"reaches {s['target_r2']}, searched from T*d up to {s['max_factor']} T*d "
                  f"and refined to a factor {s['refine']:.3f}, trained on fresh sequences "
                  "every epoch; beside it, the narrowest width the bound allows (sanity "
                  "check, guaranteed).", ""]
         rows = [[str(r["seq_len"]), str(r["td"]), fmt(r["star"], "d") if r["star"] else
-                 f"> {r['stop']}", f"({fmt(r['lower'], 'd') if r['lower'] else '-'}, "
-                 f"{fmt(r['star'], 'd') if r['star'] else '-'}]", r["status"],
+                 f"> {r['stop']}", bracket_text(r), r["status"],
                  fmt(r["star_over_td"], ".2f"), str(r["bound_width"]),
                  f"{r['bound_over_td']:.2f}",
-                 "-" if r["test_r2_mean"] is None else
-                 f"{r['test_r2_mean']:.3f} ± {r['test_r2_sd']:.3f}",
+                 r2_text(r),
                  f"{r['n_train']} x {r['steps']} steps"] for r in s["critical"]]
         lines += markdown_table(["T", "T*d", "m*", "bracket", "search", "m* / T*d",
                                  "bound's width", "/ T*d", "held-out R^2",
@@ -135,7 +120,8 @@ class FCNTightness(Experiment):
 def separation_lines(results):
     """The width separation at every T of the two searches: the transformer's
     d + pe_dim*, the FCN's m* where measured, and the bound's width at every T."""
-    cfg, d, q = results["config"], results["config"]["token_dim"], results["config"]["n_selected"]
+    config = config_of(results)
+    d, q = config.token_dim, config.n_selected
     scaling = {r["seq_len"]: r for r in results.get("width_scaling", {}).get("critical", [])}
     fcn = {r["seq_len"]: r for r in results[FCNTightness.name]["critical"]}
     if not scaling:
@@ -150,7 +136,7 @@ def separation_lines(results):
     rows = [[str(T), str(T * d), width(scaling.get(T), d), width(fcn.get(T), 0),
              str(fcn_critical_width(T, q, d, target))] for T in sorted({*scaling, *fcn})]
     return ["", f"The width separation at every T (validation R^2 >= {target}, mean over "
-            f"{cfg['n_seeds']} seed{'s' if cfg['n_seeds'] > 1 else ''}): the paper's model's "
+            f"{config.n_seeds} seed{'s' if config.n_seeds > 1 else ''}): the paper's model's "
             "(one positional draw) d + pe_dim* against the FCN's m* where it was searched, "
             "and the narrowest FCN the bound allows at every T (no FCN narrower reaches the "
             "target).", ""] + \
@@ -161,7 +147,8 @@ def separation_lines(results):
 def plot_critical_widths(results):
     """The separation at every T: d + pe_dim* and m* against T d (log axes)."""
     plt = pyplot()
-    cfg, d = results["config"], results["config"]["token_dim"]
+    config = config_of(results)
+    d = config.token_dim
     fig, ax = plt.subplots(figsize=(8, 4.6))
     plotted = []
     for key, offset, model, label in (
@@ -190,7 +177,7 @@ def plot_critical_widths(results):
     if plotted and lens:
         target = results.get("fcn_tightness", results.get("width_scaling"))["target_r2"]
         ax.plot([T * d for T in lens],
-                [fcn_critical_width(T, cfg["n_selected"], d, target) for T in lens],
+                [fcn_critical_width(T, config.n_selected, d, target) for T in lens],
                 linestyle=":", color="tab:red", marker=".",
                 label="narrowest FCN the bound allows (theory)")
     if plotted:
@@ -201,7 +188,7 @@ def plot_critical_widths(results):
     ax.set(xscale="log", yscale="log", xlabel="T*d (T at d = "
            f"{d})", ylabel="critical width (R^2 >= 0.8)",
            title="Critical widths against T*d (trained on the population)\n"
-                 f"d={d}, q={cfg['n_selected']}; {cfg['n_seeds']} seeds")
+                 f"d={d}, q={config.n_selected}; {config.n_seeds} seeds")
     if plotted:
         powers_of_two_ticks(ax.xaxis, plotted)
     if ax.get_legend_handles_labels()[0]:  # nothing reached the target: no legend

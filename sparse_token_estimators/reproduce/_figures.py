@@ -1,13 +1,10 @@
-"""What the figures share: matplotlib on demand, one style per model, seed bands.
+"""What the figures share: matplotlib on demand, one style per model, seed bands, axes.
 
 Each experiment draws its own figures from the results dict (its module's
-``figures()``); ``save_figures`` writes all of them. matplotlib is imported
-only when a figure is drawn, so the rest of the package works without the
-``plots`` extra.
+``figures()``); ``_report.save_figures`` writes all of them. matplotlib is
+imported only when a figure is drawn, so the rest of the package works
+without the ``plots`` extra.
 """
-
-import io
-from pathlib import Path
 
 import numpy as np
 
@@ -45,10 +42,10 @@ def pyplot():
     return plt
 
 
-def task_title(cfg):
+def task_title(config):
     """``T=..., d=..., q=...; N seeds`` for a figure title."""
-    return (f"T={cfg['seq_len']}, d={cfg['token_dim']}, q={cfg['n_selected']}; "
-            f"mean ± sd over {cfg['n_seeds']} seeds")
+    return (f"T={config.seq_len}, d={config.token_dim}, q={config.n_selected}; "
+            f"mean ± sd over {config.n_seeds} seeds")
 
 
 def legend_beside(ax, **kwargs):
@@ -96,56 +93,15 @@ def powers_of_two_ticks(axis, values):
     axis.set_minor_formatter(NullFormatter())
 
 
-def figure_names(results=None):
-    """The file names ``save_figures`` writes, in order (for ``results``: of the
-    experiments that ran)."""
-    from ._registry import EXPERIMENTS
-
-    return [name for experiment in EXPERIMENTS
-            if results is None or experiment.name in results
-            for name in experiment.figures()]
-
-
-def draw_figures(results):
-    """``(file name, matplotlib figure)`` of every experiment's figures, drawn one by one.
-
-    The caller closes each figure (``save_figures`` saves and closes them).
-    """
-    from ._registry import EXPERIMENTS
-
-    for experiment in (e for e in EXPERIMENTS if e.name in results):  # those that ran
-        for name, draw in experiment.figures().items():
-            yield name, draw(results)
-
-
-def save_figures(results, out_dir, *, dpi=DPI):
-    """Draw every experiment's figures into ``out_dir`` as PNG; returns their paths.
-
-    Each file is written atomically (a temporary file renamed over its name).
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from sparse_token_estimators.reproduce import SMOKE, run
-    >>> with tempfile.TemporaryDirectory() as out:
-    ...     names = [p.name for p in save_figures(run(SMOKE, progress=False), out)]
-    >>> names[:3]
-    ['width_separation.png', 'length_generalisation.png', 'length_vs_pe_dim.png']
-    >>> names[3:5]
-    ['alignment.png', 'width_scaling.png']
-    >>> names[5:7]
-    ['critical_widths.png', 'population.png']
-    >>> names[7:]
-    ['sample_complexity.png', 'encodings.png', 'architectures.png']
-    """
-    from ._records import write_atomic
-
-    plt = pyplot()
-    out = Path(out_dir)
-    paths = []
-    for name, fig in draw_figures(results):
-        image = io.BytesIO()
-        fig.savefig(image, format="png", dpi=dpi)
-        plt.close(fig)
-        paths.append(write_atomic(out / name, image.getvalue()))
-    return paths
+def length_axes(ax, config, summary, title):
+    """Held-out R^2 against test length: the training length T marked, the
+    named lengths (1T, 2T, ...) as ticks, the y range from the rows' bands."""
+    T = config.seq_len
+    # named in the legend: a label on the plot would sit on the curves
+    ax.axvline(T, color="gray", alpha=0.5, label="training length T")
+    ax.axhline(0, color="black", linewidth=0.5)
+    lengths = [T * f for f in config.length_factors]
+    ax.set_xticks(lengths, [f"{L}\n({f}T)" for L, f in zip(lengths, config.length_factors)])
+    low = min(r["r2_mean"] - r["r2_sd"] for r in summary)
+    ax.set(ylim=(max(min(-0.05, low - 0.05), -1.0), 1.02), xlabel="test sequence length",
+           ylabel="held-out R^2", title=title)

@@ -18,14 +18,15 @@ generalisation improves as d_p grows.
 
 from ._experiment import (
     Experiment,
+    config_of,
     find,
     fmt_spread,
     markdown_table,
     spread,
     summarise,
 )
-from ._figures import band, legend_beside, powers_of_two_ticks, pyplot, task_title
-from ._fits import Fit, model_name
+from ._figures import band, legend_beside, length_axes, powers_of_two_ticks, pyplot, task_title
+from ._models import Fit, model_name
 
 MODELS = ("paper", "ensemble", "fixed")
 
@@ -33,13 +34,14 @@ MODELS = ("paper", "ensemble", "fixed")
 class LengthGeneralisation(Experiment):
     name = "length_generalisation"
     title = "Length generalisation (held-out R^2 per test length)"
+
     def fits(self, config):
         T, p = config.seq_len, config.length_pe_dim
         return ([Fit(model, p, T) for model in MODELS]
                 + [Fit("paper", q, T) for q in config.pe_dims]
                 + [Fit("ensemble", q, T) for q in config.ensemble_pe_dims])
 
-    def collect(self, config, records):
+    def collect(self, config, records, found=None):
         T, p = config.seq_len, config.length_pe_dim
         rows = []
         for model in MODELS:
@@ -74,25 +76,22 @@ class LengthGeneralisation(Experiment):
             "by_pe_dim_summary": summarise(by_pe, ["model", "model_name", "pe_dim"], factors),
         }
 
-    def tables(self, results):
-        section = results[self.name]
-        return {"length_generalisation.csv": section["rows"],
-                "length_generalisation_summary.csv": section["summary"],
-                "length_beyond_training.csv": section["beyond_training_per_seed"],
-                "length_vs_pe_dim.csv": section["by_pe_dim"]}
+    tables = {"length_generalisation.csv": "rows", "length_generalisation_summary.csv": "summary",
+              "length_beyond_training.csv": "beyond_training_per_seed",
+              "length_vs_pe_dim.csv": "by_pe_dim"}
 
     def summary(self, results):
-        cfg, section = results["config"], results[self.name]
-        T, names = cfg["seq_len"], results["models"]
-        factors = cfg["length_factors"]
+        config, section = config_of(results), results[self.name]
+        T, names = config.seq_len, results["models"]
+        factors = config.length_factors
         rows = []
         for model in MODELS:
-            rows.append([names[model]["name"], str(cfg["length_pe_dim"])] + [
+            rows.append([names[model]["name"], str(config.length_pe_dim)] + [
                 fmt_spread(find(section["summary"], model=model, length=f * T), "r2")
                 for f in factors] + [
                 fmt_spread(find(section["beyond_training"], model=model), "r2_beyond_T")])
-        lines = [f"Held-out R^2, mean ± sd over {cfg['n_seeds']} seeds, at every length "
-                 f"from q={cfg['n_selected']} to {max(factors)}T "
+        lines = [f"Held-out R^2, mean ± sd over {config.n_seeds} seeds, at every length "
+                 f"from q={config.n_selected} to {max(factors)}T "
                  f"(length_generalisation.csv); here the named lengths and the mean "
                  f"over the lengths beyond T.", ""]
         lines += markdown_table(["model", "pe_dim"] + [f"{f}T" for f in factors]
@@ -112,34 +111,20 @@ class LengthGeneralisation(Experiment):
                 "length_vs_pe_dim.png": plot_length_vs_pe_dim}
 
 
-def length_axes(ax, cfg, summary, title):
-    """Held-out R^2 against test length: the training length T marked, the
-    named lengths (1T, 2T, ...) as ticks, the y range from the rows' bands."""
-    T = cfg["seq_len"]
-    # named in the legend: a label on the plot would sit on the curves
-    ax.axvline(T, color="gray", alpha=0.5, label="training length T")
-    ax.axhline(0, color="black", linewidth=0.5)
-    lengths = [T * f for f in cfg["length_factors"]]
-    ax.set_xticks(lengths, [f"{L}\n({f}T)" for L, f in zip(lengths, cfg["length_factors"])])
-    low = min(r["r2_mean"] - r["r2_sd"] for r in summary)
-    ax.set(ylim=(max(min(-0.05, low - 0.05), -1.0), 1.02), xlabel="test sequence length",
-           ylabel="held-out R^2", title=title)
-
-
 def plot_length_generalisation(results):
     """Held-out R^2 at every test length, with seed bands, for the three models.
     """
     plt = pyplot()
-    cfg, section = results["config"], results["length_generalisation"]
+    config, section = config_of(results), results["length_generalisation"]
     fig, ax = plt.subplots(figsize=(10, 4), layout="constrained")
     for model in MODELS:
         rows = sorted((r for r in section["summary"] if r["model"] == model),
                       key=lambda r: r["length"])
         band(ax, [r["length"] for r in rows], rows, "r2", model=model,
              label=results["models"][model]["name"])
-    length_axes(ax, cfg, section["summary"],
-                title=f"Length generalisation, pe_dim={cfg['length_pe_dim']}\n"
-                      f"({task_title(cfg)})")
+    length_axes(ax, config, section["summary"],
+                title=f"Length generalisation, pe_dim={config.length_pe_dim}\n"
+                      f"({task_title(config)})")
     legend_beside(ax)
     return fig
 
@@ -147,7 +132,7 @@ def plot_length_generalisation(results):
 def plot_length_vs_pe_dim(results):
     """Held-out R^2 at 4T (and at T) against pe_dim, for one draw and the ensemble."""
     plt = pyplot()
-    cfg, section = results["config"], results["length_generalisation"]
+    config, section = config_of(results), results["length_generalisation"]
     fig, ax = plt.subplots(figsize=(10, 4), layout="constrained")
     for model in ("paper", "ensemble"):
         rows = sorted((r for r in section["by_pe_dim_summary"] if r["model"] == model),
@@ -160,7 +145,7 @@ def plot_length_vs_pe_dim(results):
     ax.set_xscale("log")
     powers_of_two_ticks(ax.xaxis, [r["pe_dim"] for r in section["by_pe_dim_summary"]])
     ax.set(xlabel="pe_dim (d_p)", ylabel="held-out R^2",
-           title=f"Length generalisation against d_p\n({task_title(cfg)})")
+           title=f"Length generalisation against d_p\n({task_title(config)})")
     legend_beside(ax)
     return fig
 

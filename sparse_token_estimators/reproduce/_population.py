@@ -23,14 +23,16 @@ fixed sample been an artefact of the sample, it would not survive here.
 
 import math
 
-from ..theory import zero_predictor_loss
 from ._experiment import (
     Experiment,
+    config_of,
+    fcn_bound,
     find,
     fmt,
     fmt_spread,
     markdown_table,
     summarise,
+    zero_loss,
 )
 from ._figures import (
     SHORT,
@@ -42,8 +44,7 @@ from ._figures import (
     pyplot,
     task_title,
 )
-from ._fits import Fit
-from ._width_separation import fcn_bound
+from ._models import Fit
 
 MODELS = ("fcn", "paper", "ensemble")
 VALUES = ("test_loss", "test_r2", "train_loss", "bound_ratio")
@@ -70,15 +71,13 @@ class Population(Experiment):
         return [Fit(model, w, T, data) for model, grid in population_grid(config).items()
                 for w in grid for data in ("population", "sample")]
 
-    def collect(self, config, records):
-        cfg = {"seq_len": config.seq_len, "token_dim": config.token_dim,
-               "n_selected": config.n_selected}
-        zero = zero_predictor_loss(config.token_dim, config.n_selected)
+    def collect(self, config, records, found=None):
+        zero = zero_loss(config)
         rows, gaps = [], []
         for fit in sorted(self.fits(config)):
             for seed in config.seeds():
                 r = records[fit, seed]
-                bound = fcn_bound(cfg, r["width"])
+                bound = fcn_bound(config, r["width"])
                 rows.append({
                     "model": fit.model, "model_name": r["model_name"], "data": fit.data,
                     "width": r["width"], "hidden_width": r.get("hidden_width"),
@@ -112,17 +111,14 @@ class Population(Experiment):
                                        "relative_gap", "excess_over_bound"]),
         }
 
-    def tables(self, results):
-        section = results[self.name]
-        return {"population.csv": section["rows"],
-                "population_summary.csv": section["summary"],
-                "estimation_gap.csv": section["gaps"]}
+    tables = {"population.csv": "rows", "population_summary.csv": "summary",
+              "estimation_gap.csv": "gaps"}
 
     def summary(self, results):
-        cfg, section = results["config"], results[self.name]
+        config, section = config_of(results), results[self.name]
         n = section["n_train"]
         lines = [
-            f"Held-out loss (summed over d), mean ± sd over {cfg['n_seeds']} seeds, of each "
+            f"Held-out loss (summed over d), mean ± sd over {config.n_seeds} seeds, of each "
             f"model trained on the population ({n} fresh sequences every epoch) and on one "
             f"fixed sample of {n} sequences (same epochs and batch size: the same steps). "
             "Estimation gap: fixed-sample loss minus population loss, per seed, then "
@@ -132,7 +128,7 @@ class Population(Experiment):
             for g in (r for r in section["gaps_summary"] if r["model"] == model):
                 w = g["width"]
                 pop = find(section["summary"], model=model, data="population", width=w)
-                rows.append([SHORT[model], str(w), fmt(fcn_bound(cfg, w)),
+                rows.append([SHORT[model], str(w), fmt(fcn_bound(config, w)),
                              fmt_spread(pop, "test_loss"),
                              fmt(pop["bound_ratio_mean"], ".2f") + "x",
                              fmt_spread(g, "sample_loss"), fmt_spread(g, "estimation_gap")])
@@ -144,7 +140,7 @@ class Population(Experiment):
 
     def sentence(self, results):
         """What the numbers show, in words (measured quantities, not verdicts)."""
-        cfg, section = results["config"], results[self.name]
+        config, section = config_of(results), results[self.name]
         gaps = section["gaps_summary"]
 
         def span(values, spec):
@@ -166,7 +162,7 @@ class Population(Experiment):
         share = [g["estimation_gap_mean"] / g["sample_loss_mean"] for g in fcn]
         return (
             f"Measured: trained on the population, the FCN at widths {widths} (below "
-            f"T*d = {cfg['seq_len'] * cfg['token_dim']}) ends "
+            f"T*d = {config.seq_len * config.token_dim}) ends "
             f"{span([100 * e for e in excess], '.0f')}% above its bound (held-out loss "
             f"{span([g['population_loss_mean'] for g in fcn], '.3f')}): no data can take it "
             "below the bound (approximation error), and the excess is what its training "
@@ -186,7 +182,7 @@ class Population(Experiment):
 def plot_population(results):
     """Held-out loss against width, population against fixed sample; the estimation gap."""
     plt = pyplot()
-    cfg, section = results["config"], results["population"]
+    config, section = config_of(results), results["population"]
     fig, (ax, ax_gap) = plt.subplots(1, 2, figsize=(11, 5.6), layout="constrained",
                                      gridspec_kw={"width_ratios": [3, 2]})
     for model in MODELS:
@@ -205,8 +201,8 @@ def plot_population(results):
             band(ax_gap, [g["width"] for g in gaps], gaps, "estimation_gap", model=model,
                  label=SHORT[model], errorbars=True)
     widths = sorted({r["width"] for r in section["summary"]})
-    curve = [(m, fcn_bound(cfg, m)) for m in range(max(1, int(min(widths) / 1.5)),
-                                                cfg["seq_len"] * cfg["token_dim"])]
+    curve = [(m, fcn_bound(config, m)) for m in range(max(1, int(min(widths) / 1.5)),
+                                                   config.seq_len * config.token_dim)]
     ax.plot([m for m, _ in curve], [b for _, b in curve], color=STYLES["fcn"]["color"],
             linestyle=":", label="FCN lower bound at width m (theory)")
     ax.set(xscale="log", yscale="log", xlabel="width (FCN: m; transformer: d + pe_dim)",
@@ -221,7 +217,7 @@ def plot_population(results):
     ax_gap.set(xlabel="width", ylabel="fixed-sample - population loss (summed over d)",
                title="Estimation error")
     legend_beside(ax_gap)
-    fig.suptitle(task_title(cfg), fontsize=9)
+    fig.suptitle(task_title(config), fontsize=9)
     return fig
 
 

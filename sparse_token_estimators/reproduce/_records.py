@@ -27,7 +27,6 @@
 """
 
 import contextlib
-import contextvars
 import errno
 import hashlib
 import json
@@ -50,7 +49,7 @@ EXECUTION_FIELDS = ("n_jobs",)
 
 #: why a number is missing, by the key it would have had (``strict_json``)
 MISSING_REASONS = {
-    "fit_cpu_s": "learning_curve keeps no fitted model to read its CPU time from; "
+    "fit_cpu_s": "a learning curve's fit records no CPU time; "
                  "fit_s is its wall time in the worker",
 }
 
@@ -506,29 +505,6 @@ def _about(fields, seed):
     shown = ", ".join(f"{k}={v!r}" for k, v in fields.items()) if isinstance(fields, dict) \
         else repr(fields)
     return f"the fit ({shown}), seed {seed!r}"
-
-
-_ACTIVE = contextvars.ContextVar("record_store", default=None)
-
-
-@contextlib.contextmanager
-def recording(store):
-    """Inside the block, ``run_fits`` without a ``store`` saves into ``store``.
-
-    ``run`` opens one around everything it does, so that every fit of a run
-    (those an experiment asks for while it reads the others, too) is saved
-    and resumed without passing the store along.
-    """
-    token = _ACTIVE.set(store)
-    try:
-        yield store
-    finally:
-        _ACTIVE.reset(token)
-
-
-def active_store():
-    """The store of the innermost ``recording`` block, or None."""
-    return _ACTIVE.get()
 
 
 def describe_differences(saved, asked):

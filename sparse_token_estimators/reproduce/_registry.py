@@ -5,13 +5,14 @@ To add an experiment:
 1. Write ``_<name>.py`` with a subclass of :class:`~._experiment.Experiment`
    and its instance ``EXPERIMENT``: ``name`` (its key in the results and the
    stem of its files), ``title``, ``fits(config)`` (the
-   :class:`~._fits.Fit` s it needs; fits other experiments ask for too are
-   made once and shared) or ``search(config, fit_round)`` (fits chosen
-   round by round from the scores of earlier ones, e.g. by the bracketing
-   search of ``_bracket``), ``collect(config, records)`` (its section of
-   the results: per-seed rows and ``summarise`` d rows), ``tables``,
-   ``summary`` and ``figures``. A model the run does not know yet goes
-   into ``_fits.MODELS``.
+   :class:`~._models.Fit` s it needs; fits other experiments ask for too are
+   made once and shared) or ``search(config)`` (a generator of fits chosen
+   round by round from the records of earlier ones, e.g. by the bracketing
+   search of ``_bracket``), ``collect(config, records, found)`` (its
+   section of the results: per-seed rows and ``summarise`` d rows),
+   ``tables``, ``summary`` and ``figures``. It imports shared modules
+   only, never another experiment. A model the run does not know yet goes
+   into ``_models.MODELS``.
 2. Add ``EXPERIMENT`` to ``EXPERIMENTS`` below. Numbers it needs from the
    configuration go into ``ReproductionConfig`` with a default.
 3. A verdict it supports goes into ``_verdicts`` with its thresholds, fixed

@@ -14,12 +14,61 @@ import math
 from pathlib import Path
 
 from . import _records
-from ._experiment import markdown_table, run_seeds
-from ._figures import figure_names, save_figures
+from ._experiment import config_of, markdown_table
+from ._figures import DPI, pyplot
 from ._registry import EXPERIMENTS
 from ._verdicts import FIXED_ON, THRESHOLDS, assess_claims
 
-__all__ = ["THRESHOLDS", "assess_claims", "summary_markdown", "write_outputs"]
+__all__ = ["THRESHOLDS", "assess_claims", "save_figures", "summary_markdown", "write_outputs"]
+
+
+def figure_names(results=None):
+    """The file names ``save_figures`` writes, in order (for ``results``: of the
+    experiments that ran)."""
+    return [name for experiment in EXPERIMENTS
+            if results is None or experiment.name in results
+            for name in experiment.figures()]
+
+
+def draw_figures(results):
+    """``(file name, matplotlib figure)`` of every experiment's figures, drawn one by one.
+
+    The caller closes each figure (``save_figures`` saves and closes them).
+    """
+    for experiment in (e for e in EXPERIMENTS if e.name in results):  # those that ran
+        for name, draw in experiment.figures().items():
+            yield name, draw(results)
+
+
+def save_figures(results, out_dir, *, dpi=DPI):
+    """Draw every experiment's figures into ``out_dir`` as PNG; returns their paths.
+
+    Each file is written atomically (a temporary file renamed over its name).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from sparse_token_estimators.reproduce import SMOKE, run
+    >>> with tempfile.TemporaryDirectory() as out:
+    ...     names = [p.name for p in save_figures(run(SMOKE, progress=False), out)]
+    >>> names[:3]
+    ['width_separation.png', 'length_generalisation.png', 'length_vs_pe_dim.png']
+    >>> names[3:5]
+    ['alignment.png', 'width_scaling.png']
+    >>> names[5:7]
+    ['critical_widths.png', 'population.png']
+    >>> names[7:]
+    ['sample_complexity.png', 'encodings.png', 'architectures.png']
+    """
+    plt = pyplot()
+    out = Path(out_dir)
+    paths = []
+    for name, fig in draw_figures(results):
+        image = io.BytesIO()
+        fig.savefig(image, format="png", dpi=dpi)
+        plt.close(fig)
+        paths.append(_records.write_atomic(out / name, image.getvalue()))
+    return paths
 
 
 def _write_csv(path, rows):
@@ -76,7 +125,8 @@ def write_outputs(results, out_dir, *, plots=True, about=None):
     tables = {"fits.csv": results["fits"]}
     for experiment in EXPERIMENTS:
         if experiment.name in results:  # the experiments the run ran
-            tables.update(experiment.tables(results))
+            tables.update({name: results[experiment.name][key]
+                           for name, key in experiment.tables.items()})
     figures = figure_names(results) if plots else []
     names = ["results.json", *tables, *figures, "summary.md"]
     _records.begin_outputs(out, names)
@@ -97,8 +147,8 @@ def _shown(verdict):
 
 
 def fit_seconds(fit):
-    """A fit's CPU seconds; for a learning curve's fit (learning_curve keeps no
-    fitted model to read them from), its wall seconds in its worker."""
+    """A fit's CPU seconds; for a learning curve's fit (which records none), its
+    wall seconds in its worker."""
     cpu = fit.get("fit_cpu_s", math.nan)
     return cpu if cpu is not None and math.isfinite(cpu) else fit["fit_s"]
 
@@ -142,17 +192,17 @@ def summary_markdown(results, *, figures=True):
 
     ``write_outputs`` writes it as summary.md (see its example).
     """
-    cfg, theory = results["config"], results["theory"]
-    seeds = ", ".join(str(seed) for seed in run_seeds(cfg))
+    config, theory = config_of(results), results["theory"]
+    seeds = ", ".join(str(seed) for seed in config.seeds())
     lines = [
         "# Sparse token selection: reproduction summary",
         "",
-        f"Task: T={cfg['seq_len']} tokens of dimension d={cfg['token_dim']}, "
-        f"q={cfg['n_selected']} selected; {cfg['n_samples']} training sequences at T "
-        f"(in proportion to T elsewhere), {cfg['n_test']} validation and {cfg['n_test']} "
-        f"held-out; " + (f"**{cfg['n_seeds']} seeds** ({seeds}), each drawing its own data "
+        f"Task: T={config.seq_len} tokens of dimension d={config.token_dim}, "
+        f"q={config.n_selected} selected; {config.n_samples} training sequences at T "
+        f"(in proportion to T elsewhere), {config.n_test} validation and {config.n_test} "
+        f"held-out; " + (f"**{config.n_seeds} seeds** ({seeds}), each drawing its own data "
                          "and models: every number is a mean ± sd over the seeds (per seed "
-                         "in the CSV files and results.json)." if cfg["n_seeds"] > 1 else
+                         "in the CSV files and results.json)." if config.n_seeds > 1 else
                          f"**1 seed** ({seeds}): no spread over seeds to show.")
         + f" Run time {results['elapsed_s']:.0f} s.",
         "",
@@ -181,7 +231,7 @@ def summary_markdown(results, *, figures=True):
               "(the task statement's 'Verdicts, fixed before the run'), and are recorded in "
               "results.json ('thresholds'); a verdict the run is too small to decide is "
               "'inconclusive', with the reason and the sizes that would decide it.", ""]
-    seeds_header = (f"mean of {cfg['n_seeds']} seeds" if cfg["n_seeds"] > 1
+    seeds_header = (f"mean of {config.n_seeds} seeds" if config.n_seeds > 1
                     else "1 seed (no spread)")
     lines += markdown_table(
         ["claim", "judged on", seeds_header, "seeds on their own"],

@@ -1,7 +1,6 @@
 """``run``: fit what every experiment needs, once, and assess the claims."""
 
 import platform
-import threading
 import time
 from dataclasses import asdict
 
@@ -18,9 +17,10 @@ from ..theory import (
     zero_predictor_loss,
 )
 from ._config import QUICK
-from ._fits import MODELS, describe_models, run_fits
-from ._progress import Progress, count_finished_tasks
-from ._records import RecordStore, recording
+from ._fits import run_fits
+from ._models import MODELS, describe_models
+from ._progress import Progress
+from ._records import RecordStore
 from ._registry import EXPERIMENTS
 from ._verdicts import FIXED_ON, RESOLUTION, THRESHOLDS, assess_claims
 
@@ -61,101 +61,68 @@ def planned_fits(config):
     return used_by
 
 
-class _Abandoned(Exception):
-    """Raised in a search's thread when the run stops (another search failed)."""
-
-
-def _searches(config, experiments, records, used_by, progress):
+def run_searches(config, experiments, records, used_by, progress, fit=run_fits):
     """Run the experiments' searches side by side, their rounds merged.
 
-    Each experiment's ``search(config, fit_round)`` runs in a thread of its
-    own; a call of its ``fit_round(fits)`` waits until every search still
-    running waits too, then all their fits are fitted as one round (every
-    seed, through ``run_fits``, in this thread), so the workers are not left
-    idle by rounds of a few fits. A search's path depends only on the scores
-    it is given, and each fit is seeded: which searches share a round changes
-    the schedule, not a number. Experiments that use a fit are noted in
-    experiment order. The first search that fails stops the others; its
-    exception is raised here.
+    Each search is a generator (``Experiment.search``): it yields the fits of
+    its next round and receives their records. Every round, the fits every
+    live search asks for are made in one call of ``fit`` (the runner:
+    ``fit(config, fits, progress)``), each once, and each search gets its own
+    records back. A search's path depends only on the records it is given,
+    and each fit is seeded: which searches share a round changes the
+    schedule, not a number. ``records`` and ``used_by`` (the experiments
+    that use each fit, in experiment order) are updated in place.
+
+    Returns
+    -------
+    found : dict
+        ``{experiment name: what its search returned}``.
     """
-    cond = threading.Condition()
-    pending, answers, errors = {}, {}, {}
-    live = set(range(len(experiments)))
+    live, found = {}, {}
 
-    def fit_round_of(i):
-        def fit_round(fits):
-            with cond:
-                pending[i] = list(fits)
-                cond.notify_all()
-                cond.wait_for(lambda: i in answers)
-                answer = answers.pop(i)
-            if isinstance(answer, BaseException):
-                raise _Abandoned from answer
-            return answer
-        return fit_round
-
-    def search(i, experiment):
+    def ask(i, answer):
+        gen = live[i][0]
         try:
-            experiment.search(config, fit_round_of(i))
-        except _Abandoned:
-            pass
-        except BaseException as error:  # noqa: BLE001 - raised again in the caller
-            errors[i] = error
-        finally:
-            with cond:
-                live.discard(i)
-                cond.notify_all()
+            live[i] = (gen, list(gen.send(answer)))
+        except StopIteration as stop:
+            found[experiments[i].name] = stop.value
+            del live[i]
 
-    threads = [threading.Thread(target=search, args=(i, e), daemon=True,
-                                name=f"search:{e.name}") for i, e in enumerate(experiments)]
-    for thread in threads:
-        thread.start()
-    try:
-        while True:
-            with cond:
-                cond.wait_for(lambda: errors or all(i in pending for i in live))
-                if errors:  # a search failed: the except clause releases the others
-                    raise errors[min(errors)]
-                if not live:
-                    break
-                batch = sorted(pending.items())
-                pending.clear()
-            new = []
-            for i, fits in batch:
-                for fit in fits:
-                    names = used_by.get(fit)
-                    if names is None:
-                        names = used_by[fit] = []
-                        new.append(fit)
-                    if experiments[i].name not in names:
-                        names.append(experiments[i].name)
-            if new:
-                # a search's fits are not known in advance: the total grows as it goes
-                progress.add(len(new) * config.n_seeds)
-                progress.plan(sum(f.cost(config) for f in new) * config.n_seeds)
-                records.update(run_fits(config, new, progress))
-            with cond:
-                for i, fits in batch:
-                    answers[i] = {(f, s): records[f, s] for f in fits for s in config.seeds()}
-                cond.notify_all()
-    except BaseException as error:
-        with cond:  # release every waiting search: nothing more is fitted
-            for i in live:
-                answers[i] = error
-            cond.notify_all()
-        raise
-    finally:
-        for thread in threads:
-            thread.join()
+    for i, experiment in enumerate(experiments):
+        gen = experiment.search(config)
+        if gen is not None:
+            live[i] = (gen, None)
+            ask(i, None)
+    rounds = 0
+    while live:
+        rounds += 1
+        new = []
+        for i, (_, fits) in sorted(live.items()):
+            for f in fits:
+                names = used_by.get(f)
+                if names is None:
+                    names = used_by[f] = []
+                    new.append(f)
+                if experiments[i].name not in names:
+                    names.append(experiments[i].name)
+        if new:
+            # a search's fits are not known in advance: the total grows as it goes
+            progress.add(len(new) * config.n_seeds)
+            progress.plan(sum(f.cost(config) for f in new) * config.n_seeds)
+            searching = ", ".join(experiments[i].name for i in sorted(live))
+            records.update(fit(config, new, progress,
+                               label=f"search round {rounds} ({searching})"))
+        for i, (_, fits) in sorted(live.items()):
+            ask(i, {(f, s): records[f, s] for f in fits for s in config.seeds()})
+    return found
 
 
 def run(config=QUICK, *, progress=True, store=None):
     """Run every experiment over ``config.n_seeds`` seeds and assess the claims.
 
-    Each distinct fit the experiments ask for is made once per seed (inside
-    one ``GridSearchCV`` per training set), then the searches (the critical
-    widths) fit theirs round by round, then each experiment reads its
-    numbers off the fits.
+    Each distinct fit the experiments ask for is made once per seed, then the
+    searches (the critical widths) fit theirs round by round, then each
+    experiment reads its numbers off the fits.
 
     Parameters
     ----------
@@ -163,12 +130,12 @@ def run(config=QUICK, *, progress=True, store=None):
     progress : bool or Progress, default=True
         Show a progress display on stderr, advanced as each fit finishes.
     store : str, path, RecordStore or None, default=None
-        An output folder (or its ``_records.RecordStore``): save each
-        finished fit in its ``records/``, and read back (not fit again)
-        those it holds, so a run killed part way continues where it stopped,
-        with the same numbers. A folder whose records were made with another
-        configuration is refused (``ValueError`` naming what differs). The
-        command line keeps them in ``--out``.
+        An output folder (or its ``_records.RecordStore``): save each fit's
+        record in its ``records/`` as the fit finishes, and read back (not
+        fit again) those it holds, so a run killed part way continues where
+        it stopped, with the same numbers. A folder whose records were made
+        with another configuration is refused (``ValueError`` naming what
+        differs). The command line keeps them in ``--out``.
 
     Returns
     -------
@@ -191,20 +158,18 @@ def run(config=QUICK, *, progress=True, store=None):
     """
     if store is not None and not isinstance(store, RecordStore):
         store = RecordStore(store, config)
-    with recording(store):  # every run_fits of the run saves into ``store``
-        return _run(config, progress)
-
-
-def _run(config, progress):
     used_by = planned_fits(config)
     if not isinstance(progress, Progress):
         progress = Progress(len(used_by) * config.n_seeds, enabled=bool(progress))
     progress.plan(sum(fit.cost(config) for fit in used_by) * config.n_seeds)
     start = time.perf_counter()
+
+    def fit(config, fits, progress, label="fits"):
+        return run_fits(config, fits, progress, store, label=label)
+
     try:
-        with count_finished_tasks(progress.advance):
-            records = run_fits(config, used_by, progress)
-            _searches(config, selected(config), records, used_by, progress)
+        records = fit(config, used_by, progress, label="planned fits")
+        found = run_searches(config, selected(config), records, used_by, progress, fit)
     finally:
         progress.close()
     results = {
@@ -214,7 +179,8 @@ def _run(config, progress):
                                            if any(f.model == m for f in used_by)]),
     }
     for experiment in selected(config):
-        results[experiment.name] = experiment.collect(config, records)
+        results[experiment.name] = experiment.collect(config, records,
+                                                      found.get(experiment.name))
     results["fits"] = [
         {**{k: v for k, v in record.items() if k not in ("r2_by_length", "trace")},
          "used_by": used_by[fit]}

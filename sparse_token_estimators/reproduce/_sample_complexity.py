@@ -2,7 +2,7 @@
 
 The paper's theory says nothing about how many training sequences each
 architecture needs; this experiment measures it. For each T of
-``sample_seq_lens()``, scikit-learn's ``learning_curve`` fits the paper's
+``sample_seq_lens()``, a learning curve of fits of the paper's
 model (one positional draw) and the package's ensemble (``n_pe_draws``
 draws, the extension), both at ``sample_pe_dim``, and the FCN at a width of
 at least T d (``sample_fcn_width``: the smallest power of two >=
@@ -31,7 +31,7 @@ when n d < ``MIN_R2_VALUES``: over two sequences it is no statistic.
 
 import math
 
-from ._experiment import Experiment, find, loglog_slope, markdown_table, summarise
+from ._experiment import Experiment, config_of, find, loglog_slope, markdown_table, summarise
 from ._figures import (
     SHORT,
     STYLES,
@@ -42,7 +42,7 @@ from ._figures import (
     pyplot,
     task_title,
 )
-from ._fits import Fit, model_name, training
+from ._models import Fit, model_name, training
 
 MODELS = ("paper", "ensemble", "fcn")
 #: R^2 on a set is reported only when n d >= this: the variance it divides by is
@@ -123,7 +123,7 @@ class SampleComplexity(Experiment):
                 out += [Fit(model, width, T, n_train=n, max_steps=steps) for n in sizes]
         return out
 
-    def collect(self, config, records):
+    def collect(self, config, records, found=None):
         target = config.sample_target_r2
         rows = []
         for fit in sorted(self.fits(config), key=lambda f: (f.seq_len, f.model, f.n_train)):
@@ -174,22 +174,19 @@ class SampleComplexity(Experiment):
         return {"target_r2": target, "rows": rows, "summary": summary, "minimal": minimal,
                 "minimal_per_seed": per_seed, "growth": growth}
 
-    def tables(self, results):
-        section = results[self.name]
-        return {"sample_complexity.csv": section["rows"],
-                "sample_complexity_summary.csv": section["summary"],
-                "sample_complexity_minimal.csv": section["minimal"],
-                "sample_complexity_per_seed.csv": section["minimal_per_seed"]}
+    tables = {"sample_complexity.csv": "rows", "sample_complexity_summary.csv": "summary",
+              "sample_complexity_minimal.csv": "minimal",
+              "sample_complexity_per_seed.csv": "minimal_per_seed"}
 
     def summary(self, results):
-        cfg, section = results["config"], results[self.name]
+        config, section = config_of(results), results[self.name]
         target = section["target_r2"]
         lines = [
             "Measured, beyond the paper (its theory says nothing about sample complexity): "
             f"the smallest number of training sequences whose held-out R^2 (mean over "
-            f"{cfg['n_seeds']} seeds) reaches {target}, from scikit-learn's learning_curve on "
+            f"{config.n_seeds} seeds) reaches {target}, from learning curves on "
             "nested subsets of one pool per seed. Every fit of a curve takes the same "
-            f"optimisation steps (its model's training on {cfg['sample_budget']} sequences; "
+            f"optimisation steps (its model's training on {config.sample_budget} sequences; "
             "a StepBudget callback stops it), so a small set is not also a short "
             "optimisation. n* is interpolated linearly in log n between the grid points "
             "around the crossing; '<= n': the smallest size of the grid already reaches "
@@ -239,7 +236,7 @@ class SampleComplexity(Experiment):
 def plot_sample_complexity(results):
     """Held-out R^2 against training sequences, one panel per T; n* against T."""
     plt = pyplot()
-    cfg, section = results["config"], results["sample_complexity"]
+    config, section = config_of(results), results["sample_complexity"]
     lens = sorted({r["seq_len"] for r in section["summary"]})
     fig, axes = plt.subplots(1, len(lens) + 1, figsize=(3.8 * (len(lens) + 1) + 1.2, 4.6),
                              layout="constrained")
@@ -282,7 +279,7 @@ def plot_sample_complexity(results):
     ax.set_xticks(lens, [str(T) for T in lens])
     ax.minorticks_off()
     legend_beside(ax)
-    fig.suptitle(f"Sample complexity, measured ({task_title(cfg)})", fontsize=9)
+    fig.suptitle(f"Sample complexity, measured ({task_title(config)})", fontsize=9)
     return fig
 
 

@@ -34,8 +34,15 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from ..theory import fcn_lower_bound, transformer_pe_scale, zero_predictor_loss
-from ._experiment import find, fmt, fmt_spread, loglog_slope, run_seeds
-from ._width_separation import ensemble_evidence, fcns_at_or_above_bound, judged_widths
+from ._experiment import (
+    config_of,
+    fcn_bound,
+    find,
+    fmt,
+    fmt_spread,
+    judged_widths,
+    loglog_slope,
+)
 
 #: the day the thresholds were fixed, before any run that judges them
 FIXED_ON = "2026-12-01"
@@ -113,43 +120,52 @@ def verdict(name, *, model, statement, evidence, per_seed, gates=(), conditions=
             "sanity_checks": [{"check": text, "passed": bool(ok)} for text, ok in checks]}
 
 
-def _training_gate(cfg, resolution, what):
-    seen = cfg["n_samples"] * cfg["paper_training"]["max_epochs"]
+def _training_gate(config, resolution, what):
+    seen = config.n_samples * config.paper_training.max_epochs
     need = resolution["min_training_sequences"]
     return (seen >= need,
-            f"{what} trains on {cfg['n_samples']} sequences x "
-            f"{cfg['paper_training']['max_epochs']} epochs = {seen}, fewer than the {need} the "
+            f"{what} trains on {config.n_samples} sequences x "
+            f"{config.paper_training.max_epochs} epochs = {seen}, fewer than the {need} the "
             f"verdicts were fixed for: raise --n-samples to at least "
-            f"{math.ceil(need / cfg['paper_training']['max_epochs'])}")
+            f"{math.ceil(need / config.paper_training.max_epochs)}")
 
 
-def _bound(cfg, width):
-    return fcn_lower_bound(cfg["seq_len"], cfg["n_selected"], token_dim=cfg["token_dim"],
-                           width=width)
+def ensemble_evidence(config, rows):
+    """The ensemble's losses beside the bound, shown and not judged."""
+    if not rows:
+        return []
+    return ["extension (not judged): " + ", ".join(
+        f"width {r['width']}: loss {r['test_loss_mean']:.3f} "
+        f"({r['test_loss_mean'] / fcn_bound(config, r['width']):.2f}x the bound)" for r in rows)]
+
+
+def fcns_at_or_above_bound(rows):
+    """Per FCN fit: at or above its bound within 3 standard errors of its loss."""
+    return [r["test_loss"] >= r["fcn_bound"] - 3 * r["test_loss_se"] for r in rows]
 
 
 def _separation(results, t, r, *, population):
-    cfg = results["config"]
+    config = config_of(results)
     key, margin = ("population", t["population_margin"]) if population else \
         ("width_separation", t["separation_margin"])
     section, match = results[key], ({"data": "population"} if population else {})
     grid = {row["width"] for row in section["rows"] if row["model"] == "paper"}
-    widths = [w for w in judged_widths(cfg, (t["separation_pe_low"], t["separation_pe_high"]))
+    widths = [w for w in judged_widths(config, (t["separation_pe_low"], t["separation_pe_high"]))
               if w in grid]
-    scale = transformer_pe_scale(cfg["seq_len"], cfg["n_selected"])
+    scale = transformer_pe_scale(config.seq_len, config.n_selected)
     low, high = t["separation_pe_low"] * scale, t["separation_pe_high"] * scale
-    td = cfg["seq_len"] * cfg["token_dim"]
-    gates = [_training_gate(cfg, r, "the paper's model"),
+    td = config.seq_len * config.token_dim
+    gates = [_training_gate(config, r, "the paper's model"),
              (bool(widths), f"no pe_dim of the grid lies in [q log T, 4 q log T] = "
               f"[{low:.1f}, {high:.1f}] with d + pe_dim < T*d = {td}: add one, e.g. "
               f"pe_dim {2 ** math.ceil(math.log2(low))}, or a larger T")]
-    conditions, evidence, seeds = [], [], run_seeds(cfg)
+    conditions, evidence, seeds = [], [], config.seeds()
     for w in widths:
         rows = [x for x in section["rows"] if x["model"] == "paper" and x["width"] == w
                 and all(x.get(k) == v for k, v in match.items())]
         mean = float(np.mean([x["test_loss"] for x in rows]))
         se = math.sqrt(sum(x["test_loss_se"] ** 2 for x in rows)) / len(rows)
-        limit = (1 - margin) * _bound(cfg, w)
+        limit = (1 - margin) * fcn_bound(config, w)
         state = compare(mean, limit, se, at_least=False)
         conditions.append((state, f"width {w}: mean held-out loss {mean:.3f} is within 2 "
                            f"standard errors ({se:.3f}) of {1 - margin:.1f}x the bound "
@@ -158,12 +174,12 @@ def _separation(results, t, r, *, population):
         f = find(section["summary"], model="fcn", width=w, **match)
         text = (f"width {w}: paper's model loss {fmt_spread(p, 'test_loss')} (R^2 "
                 f"{fmt_spread(p, 'test_r2')}; standard error {se:.3f}), "
-                f"{mean / _bound(cfg, w):.2f}x the FCN bound {_bound(cfg, w):.3f}")
+                f"{mean / fcn_bound(config, w):.2f}x the FCN bound {fcn_bound(config, w):.3f}")
         evidence.append(text + (f"; FCN {fmt_spread(f, 'test_loss')}" if f else ""))
     per_seed = [bool(widths) and all(
         find(section["rows"], model="paper", width=w, seed=s, **match)["test_loss"]
-        <= (1 - margin) * _bound(cfg, w) for w in widths) for s in seeds]
-    evidence += ensemble_evidence(cfg, [x for x in section["summary"]
+        <= (1 - margin) * fcn_bound(config, w) for w in widths) for s in seeds]
+    evidence += ensemble_evidence(config, [x for x in section["summary"]
                                         if x["model"] == "ensemble" and x["width"] < td
                                         and all(x.get(k) == v for k, v in match.items())])
     above = fcns_at_or_above_bound([x for x in section["rows"] if x["model"] == "fcn"
@@ -195,9 +211,9 @@ def _separation(results, t, r, *, population):
 
 
 def _length(results, t, r):
-    cfg, section = results["config"], results["length_generalisation"]
-    T, d, k, n = cfg["seq_len"], cfg["token_dim"], cfg["n_seeds"], cfg["n_length_test"]
-    seeds = run_seeds(cfg)
+    config, section = config_of(results), results["length_generalisation"]
+    T, d, k, n = config.seq_len, config.token_dim, config.n_seeds, config.n_length_test
+    seeds = config.seeds()
 
     def r2(model, factor, seed=None):
         if seed is None:
@@ -206,12 +222,12 @@ def _length(results, t, r):
         row = find(section["rows"], model=model, length=factor * T, seed=seed)
         return row["r2"] if row else math.nan
 
-    grid = sorted(p for p in cfg["pe_dims"])
+    grid = sorted(p for p in config.pe_dims)
     span = grid[-1] / grid[0] if grid else 0
-    gates = [_training_gate(cfg, r, "the paper's model"),
-             (cfg["length_pe_dim"] == t["length_pe_dim"],
+    gates = [_training_gate(config, r, "the paper's model"),
+             (config.length_pe_dim == t["length_pe_dim"],
               f"the verdict is fixed at pe_dim {t['length_pe_dim']}; this run's "
-              f"length_pe_dim is {cfg['length_pe_dim']}"),
+              f"length_pe_dim is {config.length_pe_dim}"),
              (len(grid) >= t["length_grid_values"] and span >= t["length_grid_span"],
               f"the pe_dim grid {grid} has {len(grid)} values spanning {span:.0f}x; the trend "
               f"needs at least {t['length_grid_values']} spanning "
@@ -255,7 +271,7 @@ def _length(results, t, r):
 
     def curve(model):
         return ", ".join(f"{fmt_spread(find(section['summary'], model=model, length=f * T), 'r2')}"
-                         f" at {f}T" for f in cfg["length_factors"])
+                         f" at {f}T" for f in config.length_factors)
 
     evidence = (f"{names['paper']['name']}: {curve('paper')}. {names['fixed']['name']}: "
                 f"{curve('fixed')}. Over pe_dim {', '.join(str(x['pe_dim']) for x in by_pe)}: "
@@ -276,8 +292,8 @@ def _length(results, t, r):
 
 
 def _alignment(results, t, r):
-    cfg, section, names = results["config"], results["alignment"], results["models"]
-    seeds = run_seeds(cfg)
+    config, section, names = config_of(results), results["alignment"], results["models"]
+    seeds = config.seeds()
 
     def final(seed=None):
         rows = [x for x in (section["summary"] if seed is None else section["rows"])
@@ -300,11 +316,11 @@ def _alignment(results, t, r):
                 f"{fmt_spread(end['fixed'], 'alignment')}")
     return verdict(
         "alignment", model=names["paper"]["name"],
-        statement=(f"Trained from W = 0, the paper's model (pe_dim {cfg['length_pe_dim']}) "
+        statement=(f"Trained from W = 0, the paper's model (pe_dim {config.length_pe_dim}) "
                    f"ends with mean alignment <W, I> / (||W||_F sqrt(d_p)) >= "
                    f"{t['alignment_final']}."),
         evidence=evidence, per_seed=[final(s) >= t["alignment_final"] for s in seeds],
-        gates=[_training_gate(cfg, r, "the paper's model")],
+        gates=[_training_gate(config, r, "the paper's model")],
         conditions=[(compare(value, t["alignment_final"], at_least=True),
                      "no alignment was recorded")], checks=[check])
 
@@ -320,8 +336,8 @@ def _doubling_gate(check, what):
 
 
 def _scaling(results, t, r):
-    cfg, s = results["config"], results["width_scaling"]
-    d, seeds = cfg["token_dim"], run_seeds(cfg)
+    config, s = config_of(results), results["width_scaling"]
+    d, seeds = config.token_dim, config.seeds()
     rows = s["critical"]
     lens = [x["seq_len"] for x in rows]
     span = lens[-1] / lens[0] if lens else 0
@@ -398,8 +414,8 @@ def _scaling(results, t, r):
 
 
 def _tightness(results, t, r):
-    cfg, s = results["config"], results["fcn_tightness"]
-    rows, seeds, d = s["critical"], run_seeds(cfg), cfg["token_dim"]
+    config, s = config_of(results), results["fcn_tightness"]
+    rows, seeds, d = s["critical"], config.seeds(), config.token_dim
     factor = t["tightness_max_factor"]
     gates = [(s["target_r2"] == t["tightness_target_r2"], f"the search's target R^2 "
               f"{s['target_r2']} is not the verdict's {t['tightness_target_r2']}"),
@@ -413,8 +429,8 @@ def _tightness(results, t, r):
         own.setdefault(p["seed"], {})[p["seq_len"]] = p["star"]
     per_seed = [all(own.get(seed, {}).get(x["seq_len"]) is not None for x in rows)
                 for seed in seeds]
-    zero = zero_predictor_loss(d, cfg["n_selected"])
-    above = [p["test_loss"] >= fcn_lower_bound(p["seq_len"], cfg["n_selected"], token_dim=d,
+    zero = zero_predictor_loss(d, config.n_selected)
+    above = [p["test_loss"] >= fcn_lower_bound(p["seq_len"], config.n_selected, token_dim=d,
                                                width=p["value"]) - 3 * p.get("test_loss_se", 0)
              for p in s["points"]]
     check = (f"no FCN goes below its bound (held-out loss within 3 standard errors): "

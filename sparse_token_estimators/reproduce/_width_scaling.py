@@ -21,9 +21,9 @@ the sequences nor the steps set pe_dim* is checked in the run: at
 twice the sequences (twice the steps); pe_dim* is unchanged when the lower
 one still fails and the upper one still passes.
 
-The searches run round by round, each round a list of ``Fit`` s through
-``run_fits`` (so a resumed run refits nothing), and ``collect`` replays them
-on the records: the path of a search depends only on the scores it saw.
+The searches run round by round (a generator of fits: the run merges its
+rounds with the other searches' and keeps every fit as it finishes, so a
+resumed run refits nothing); its path depends only on the scores it saw.
 """
 
 import math
@@ -31,80 +31,25 @@ import math
 import numpy as np
 
 from ..theory import transformer_pe_scale
-from ._bracket import BracketSearch, run_brackets
-from ._experiment import Experiment, fmt, loglog_slope, markdown_table, summarise
+from ._bracket import (
+    REFINE,
+    TARGET_R2,
+    bracket_text,
+    collect_points,
+    critical_rows,
+    critical_searches,
+    per_seed_rows,
+    r2_text,
+)
+from ._experiment import Experiment, config_of, fmt, loglog_slope, markdown_table
 from ._figures import STYLES, legend_beside, pyplot
-from ._fits import Fit, model_name
+from ._models import Fit, model_name
 
 MODEL = "paper_scaling"
-#: verdict 4's target: fixed in ``_verdicts.THRESHOLDS`` as ``scaling_target_r2``
-TARGET_R2 = 0.8
-#: bisect until the bracket is within this factor (verdict 4: sqrt(2) or finer)
-REFINE = 2 ** 0.5
-
-
-def mean_score(records, fits, seeds, key="val_r2"):
-    """Mean over the seeds of ``key`` of each fit's records."""
-    return [float(np.mean([records[f, s][key] for s in seeds])) for f in fits]
-
-
-def sequential_searches(config, fit_round, lens, make_fit, start, *, floor, stop, target):
-    """One bracketing search per T, in increasing T, each starting at the one before's.
-
-    ``make_fit(T, width)`` is the :class:`Fit` of a width at T; ``start(T,
-    previous)`` the first width at T given the previous T's :class:`Bracket`
-    (None at the first); ``floor(T)``, ``stop(T)`` its limits.
-    ``fit_round(fits)`` fits a round (every seed) and returns the records.
-    Returns ``{T: Bracket}``.
-    """
-    found, previous = {}, None
-    for T in lens:
-        first = min(max(start(T, previous), floor(T)), stop(T))
-        search = BracketSearch(first, target=target, stop=stop(T), floor=floor(T),
-                               factor=2.0, refine=REFINE)
-
-        def evaluate(jobs, T=T):
-            fits = [make_fit(T, w) for _, w in jobs]
-            records = fit_round(fits)
-            return mean_score(records, fits, config.seeds())
-
-        found[T] = previous = run_brackets(evaluate, {T: search})[T]
-    return found
-
-
-def doubling_check(config, fit_round, bracket, make_fit):
-    """Refit the bracket's two widths with twice the sequences; None if not bracketed."""
-    if bracket is None or bracket.status != "found":
-        return None
-    fits = [make_fit(bracket.lower), make_fit(bracket.upper)]
-    lower, upper = mean_score(fit_round(fits), fits, config.seeds())
-    return {"lower": bracket.lower, "upper": bracket.upper,
-            "lower_r2": lower, "upper_r2": upper,
-            "unchanged": bool(lower < TARGET_R2 <= upper)}
 
 
 def _fit(config, T, pe_dim, factor=1):
     return Fit(MODEL, pe_dim, T, "population", n_train=factor * config.scaling_n_train)
-
-
-def _searches(config, fit_round):
-    lens = config.scaling_seq_lens()
-    found = sequential_searches(
-        config, fit_round, lens, lambda T, w: _fit(config, T, w),
-        lambda T, previous: previous.width if previous and previous.width
-        else config.scaling_pe_start,
-        floor=lambda T: config.scaling_pe_floor, stop=lambda T: config.scaling_pe_stop,
-        target=TARGET_R2)
-    T = config.scaling_check_len
-    check = doubling_check(config, fit_round, found.get(T),
-                           lambda w: _fit(config, T, w, factor=2)) if T in found else None
-    return found, check
-
-
-def per_seed_minimum(points, seeds, target=TARGET_R2):
-    """``{seed: smallest evaluated width whose own val R^2 reaches target}`` (None if none)."""
-    return {s: min((p["value"] for p in points if p["seed"] == s and p["val_r2"] >= target),
-                   default=None) for s in seeds}
 
 
 def bootstrap_slope(points_by_T, seeds, *, n_boot=1000, level=0.9, random_state=0,
@@ -140,56 +85,20 @@ def bootstrap_slope(points_by_T, seeds, *, n_boot=1000, level=0.9, random_state=
         len(slopes)
 
 
-def collect_points(config, records, brackets, make_fit, parameter):
-    """Per-seed rows of every evaluated width and their mean over seeds."""
-    points = []
-    for T, bracket in brackets.items():
-        for w, _ in bracket.evaluated:
-            fit = make_fit(T, w)
-            for seed in config.seeds():
-                r = records[fit, seed]
-                points.append({"seq_len": T, "parameter": parameter, "value": w,
-                               "width": r["width"], "seed": seed, "n_train": r["n_train"],
-                               "val_r2": r["val_r2"], "test_r2": r["test_r2"],
-                               "test_loss": r["test_loss"], "fit_cpu_s": r["fit_cpu_s"]})
-    return points, summarise(points, ["seq_len", "parameter", "value"],
-                             ["val_r2", "test_r2", "test_loss"])
-
-
-def critical_rows(config, brackets, summary, extra):
-    """One row per T: the critical width found, its bracket and held-out R^2."""
-    rows = []
-    for T, b in brackets.items():
-        at = next((r for r in summary if r["seq_len"] == T and r["value"] == b.width), None)
-        rows.append({"seq_len": T, "star": b.width, "lower": b.lower, "status": b.status,
-                     "ratio": b.ratio if math.isfinite(b.ratio) else None,
-                     "evaluated": [w for w, _ in b.evaluated],
-                     "val_r2_mean": at["val_r2_mean"] if at else None,
-                     "test_r2_mean": at["test_r2_mean"] if at else None,
-                     "test_r2_sd": at["test_r2_sd"] if at else None,
-                     "td": T * config.token_dim, **extra(T)})
-    return rows
-
-
-def replay_round(config, records):
-    """A ``fit_round`` that reads a finished run's records: a search replayed
-    in ``collect`` takes the same steps as it took in ``search``, fitting nothing."""
-
-    def fit_round(fits):
-        return {(f, s): records[f, s] for f in fits for s in config.seeds()}
-
-    return fit_round
-
-
 class WidthScaling(Experiment):
     name = "width_scaling"
     title = "Transformer width scaling: pe_dim* against T (paper's model, population)"
 
-    def search(self, config, fit_round):
-        _searches(config, fit_round)
+    def search(self, config):
+        return critical_searches(
+            config, config.scaling_seq_lens(), lambda T, w, factor=1: _fit(config, T, w, factor),
+            lambda T, previous: previous.width if previous and previous.width
+            else config.scaling_pe_start,
+            floor=lambda T: config.scaling_pe_floor, stop=lambda T: config.scaling_pe_stop,
+            check_len=config.scaling_check_len)
 
-    def collect(self, config, records):
-        brackets, check = _searches(config, replay_round(config, records))
+    def collect(self, config, records, found=None):
+        brackets, check = found
         points, summary = collect_points(config, records, brackets,
                                          lambda T, w: _fit(config, T, w), "pe_dim")
         rows = critical_rows(config, brackets, summary, lambda T: {
@@ -197,10 +106,7 @@ class WidthScaling(Experiment):
             else config.token_dim + brackets[T].width,
             "q_log_t": transformer_pe_scale(T, config.n_selected)})
         seeds = config.seeds()
-        per_seed = []
-        for T in brackets:
-            own = per_seed_minimum([p for p in points if p["seq_len"] == T], seeds)
-            per_seed += [{"seq_len": T, "seed": s, "star": w} for s, w in own.items()]
+        per_seed = per_seed_rows(points, brackets, seeds)
         found = [r for r in rows if r["star"] is not None]
         slope = loglog_slope([r["seq_len"] for r in found], [r["star"] for r in found]) \
             if len(found) >= 2 else None
@@ -223,24 +129,20 @@ class WidthScaling(Experiment):
                     "seq_len": config.scaling_check_len, "n_train": 2 * config.scaling_n_train,
                     **check}}
 
-    def tables(self, results):
-        section = results[self.name]
-        return {"width_scaling_points.csv": section["points"],
-                "width_scaling.csv": section["critical"],
-                "width_scaling_per_seed.csv": section["critical_per_seed"]}
+    tables = {"width_scaling_points.csv": "points", "width_scaling.csv": "critical",
+              "width_scaling_per_seed.csv": "critical_per_seed"}
 
     def summary(self, results):
-        cfg, s = results["config"], results[self.name]
+        config, s = config_of(results), results[self.name]
         lines = [f"{s['model_name']}: the smallest pe_dim whose validation R^2 (mean over "
-                 f"{cfg['n_seeds']} seed{'s' if cfg['n_seeds'] > 1 else ''}) reaches "
+                 f"{config.n_seeds} seed{'s' if config.n_seeds > 1 else ''}) reaches "
                  f"{s['target_r2']}, by a bracketing search refined to a factor "
                  f"{s['refine']:.3f}; trained on the population ({s['n_train']} fresh "
                  f"sequences every epoch, {s['steps']} steps); its held-out R^2 beside it.",
                  ""]
         rows = [[str(r["seq_len"]), fmt(r["star"], "d") if r["star"] else "-",
-                 f"({fmt(r['lower'], 'd') if r['lower'] else '-'}, "
-                 f"{fmt(r['star'], 'd') if r['star'] else '-'}]", r["status"],
-                 _r2(r), f"{r['q_log_t']:.1f}",
+                 bracket_text(r), r["status"],
+                 r2_text(r), f"{r['q_log_t']:.1f}",
                  ", ".join(str(w) for w in r["evaluated"])] for r in s["critical"]]
         lines += markdown_table(["T", "pe_dim*", "bracket", "search", "held-out R^2",
                                  "q log T", "pe_dim fitted"], rows,
@@ -260,12 +162,6 @@ class WidthScaling(Experiment):
         return {"width_scaling.png": plot_width_scaling}
 
 
-def _r2(row):
-    if row["test_r2_mean"] is None:
-        return "-"
-    return f"{row['test_r2_mean']:.3f} ± {row['test_r2_sd']:.3f}"
-
-
 def _interval(section):
     low, high = section["slope_interval"]
     if low is None:
@@ -277,8 +173,8 @@ def _interval(section):
 def plot_width_scaling(results):
     """pe_dim* against T (log axes, each seed's own), beside q log T, (q log T)^2 and T."""
     plt = pyplot()
-    cfg, s = results["config"], results["width_scaling"]
-    q = cfg["n_selected"]
+    config, s = config_of(results), results["width_scaling"]
+    q = config.n_selected
     rows = [r for r in s["critical"] if r["star"] is not None]
     fig, ax = plt.subplots(figsize=(10, 4.6), layout="constrained")
     if rows:
@@ -286,7 +182,7 @@ def plot_width_scaling(results):
         stars = np.array([r["star"] for r in rows], dtype=float)
         lower = np.array([r["lower"] or r["star"] for r in rows], dtype=float)
         ax.errorbar(lens, stars, yerr=[stars - lower, np.zeros_like(stars)], capsize=3,
-                    label=f"pe_dim* (mean R^2 over {cfg['n_seeds']} seeds); bar: bracket",
+                    label=f"pe_dim* (mean R^2 over {config.n_seeds} seeds); bar: bracket",
                     **STYLES["paper"])
         seeds = [p for p in s["critical_per_seed"] if p["star"] is not None]
         ax.scatter([p["seq_len"] * (1 + 0.03 * (p["seed"] % 3 - 1)) for p in seeds],
@@ -311,8 +207,8 @@ def plot_width_scaling(results):
     ax.set(xlabel="sequence length T", ylabel="pe_dim* (validation R^2 >= "
            f"{s['target_r2']})",
            title=f"Transformer width scaling, paper's model on the population\n"
-                 f"slope {fmt(s['slope'], '.2f')}{_interval(s)}\n(d={cfg['token_dim']}, "
-                 f"q={q}; {cfg['n_seeds']} seeds)")
+                 f"slope {fmt(s['slope'], '.2f')}{_interval(s)}\n(d={config.token_dim}, "
+                 f"q={q}; {config.n_seeds} seeds)")
     if ax.get_legend_handles_labels()[0]:  # nothing reached the target: no legend
         legend_beside(ax)
     else:

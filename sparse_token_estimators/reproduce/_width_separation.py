@@ -10,20 +10,22 @@ widths the theory names, d + pe_dim with pe_dim between q log T and
 same width. "Clearly": its mean held-out loss is at least
 ``separation_margin`` (10%) below the bound. The bound is exact for the
 population; the held-out estimate of a loss has a relative sampling error
-of about sqrt(2 / (d n_test)) (under 1% here) and seeds move it by a few
-percent, so a 10% margin is not crossed by noise, and the transformer that
+of about sqrt(2 / (d n_test)), well under the margin at the presets' sizes,
+so a 10% margin is not crossed by noise, and the transformer that
 passes is not merely level with the best possible FCN.
 """
 
-
-from ..theory import fcn_lower_bound, transformer_pe_scale, zero_predictor_loss
 from ._experiment import (
     Experiment,
+    config_of,
+    fcn_bound,
     find,
     fmt,
     fmt_spread,
+    judged_widths,
     markdown_table,
     summarise,
+    zero_loss,
 )
 from ._figures import (
     SHORT,
@@ -34,27 +36,10 @@ from ._figures import (
     pyplot,
     task_title,
 )
-from ._fits import Fit
+from ._models import Fit
 
 MODELS = ("fcn", "paper", "ensemble")
-#: the theory's width scale: pe_dim from 1 to 4 times q log T is judged
-PE_RANGE = (1.0, 4.0)
 VALUES = ("test_loss", "test_r2", "val_r2", "train_loss", "fit_cpu_s")
-
-
-def fcn_bound(cfg, width):
-    """The FCN lower bound at first-layer width ``width`` for the task of ``cfg``."""
-    return fcn_lower_bound(cfg["seq_len"], cfg["n_selected"], token_dim=cfg["token_dim"],
-                           width=width)
-
-
-def judged_widths(cfg, pe_range=PE_RANGE):
-    """Widths d + pe_dim of the paper's grid, q log T <= pe_dim <= 4 q log T, below T d."""
-    scale = transformer_pe_scale(cfg["seq_len"], cfg["n_selected"])
-    low, high = pe_range
-    return [cfg["token_dim"] + p for p in sorted(cfg["pe_dims"])
-            if low * scale <= p <= high * scale
-            and cfg["token_dim"] + p < cfg["seq_len"] * cfg["token_dim"]]
 
 
 class WidthSeparation(Experiment):
@@ -67,15 +52,13 @@ class WidthSeparation(Experiment):
                 + [Fit("paper", p, T) for p in config.pe_dims]
                 + [Fit("ensemble", p, T) for p in config.ensemble_pe_dims])
 
-    def collect(self, config, records):
-        cfg = {"seq_len": config.seq_len, "token_dim": config.token_dim,
-               "n_selected": config.n_selected}
-        zero = zero_predictor_loss(config.token_dim, config.n_selected)
+    def collect(self, config, records, found=None):
+        zero = zero_loss(config)
         rows = []
         for fit in sorted(self.fits(config)):
             for seed in config.seeds():
                 r = records[fit, seed]
-                bound = fcn_bound(cfg, r["width"])
+                bound = fcn_bound(config, r["width"])
                 rows.append({
                     "model": r["model"], "model_name": r["model_name"], "width": r["width"],
                     "hidden_width": r.get("hidden_width"), "pe_dim": r.get("pe_dim"),
@@ -83,27 +66,24 @@ class WidthSeparation(Experiment):
                     "fcn_bound": bound, "fcn_r2_ceiling": 1 - bound / zero,
                 })
         threshold = config.seq_len * config.token_dim
-        bound_curve = [{"width": m, "fcn_bound": fcn_bound(cfg, m),
-                        "fcn_r2_ceiling": 1 - fcn_bound(cfg, m) / zero}
+        bound_curve = [{"width": m, "fcn_bound": fcn_bound(config, m),
+                        "fcn_r2_ceiling": 1 - fcn_bound(config, m) / zero}
                        for m in range(1, threshold + 1)]
         return {"rows": rows, "summary": summarise(rows, ["model", "model_name", "width"], VALUES),
                 "bound": bound_curve}
 
-    def tables(self, results):
-        section = results[self.name]
-        return {"width_separation.csv": section["rows"],
-                "width_separation_summary.csv": section["summary"]}
+    tables = {"width_separation.csv": "rows", "width_separation_summary.csv": "summary"}
 
     def summary(self, results):
-        cfg, section = results["config"], results[self.name]
+        config, section = config_of(results), results[self.name]
         summary = section["summary"]
-        lines = [f"Held-out loss (summed over d) and R^2, mean ± sd over {cfg['n_seeds']} "
+        lines = [f"Held-out loss (summed over d) and R^2, mean ± sd over {config.n_seeds} "
                  "seeds; the FCN bound and the R^2 ceiling it implies are exact "
                  "(theory.fcn_lower_bound with the width).", ""]
         rows = []
         for w in sorted({r["width"] for r in summary}):
-            cells = [str(w), fmt(fcn_bound(cfg, w), ".3f"),
-                     fmt(1 - fcn_bound(cfg, w) / _zero(cfg), ".3f")]
+            cells = [str(w), fmt(fcn_bound(config, w), ".3f"),
+                     fmt(1 - fcn_bound(config, w) / zero_loss(config), ".3f")]
             for model in MODELS:
                 r = find(summary, model=model, width=w)
                 cells += [fmt_spread(r, "test_loss"), fmt_spread(r, "test_r2")]
@@ -117,29 +97,11 @@ class WidthSeparation(Experiment):
         return {"width_separation.png": plot_width_separation}
 
 
-def ensemble_evidence(cfg, rows):
-    """The ensemble's losses beside the bound, shown and not judged."""
-    if not rows:
-        return []
-    return ["extension (not judged): " + ", ".join(
-        f"width {r['width']}: loss {r['test_loss_mean']:.3f} "
-        f"({r['test_loss_mean'] / fcn_bound(cfg, r['width']):.2f}x the bound)" for r in rows)]
-
-
-def fcns_at_or_above_bound(rows):
-    """Per FCN fit: at or above its bound within 3 standard errors of its loss."""
-    return [r["test_loss"] >= r["fcn_bound"] - 3 * r["test_loss_se"] for r in rows]
-
-
-def _zero(cfg):
-    return zero_predictor_loss(cfg["token_dim"], cfg["n_selected"])
-
-
 def plot_width_separation(results):
     """Held-out loss against width for both models, with the FCN's bound as a curve over m.
     """
     plt = pyplot()
-    cfg, section = results["config"], results["width_separation"]
+    config, section = config_of(results), results["width_separation"]
     summary = section["summary"]
     fig, ax = plt.subplots(figsize=(10, 4.4), layout="constrained")
     for model in MODELS:
@@ -152,17 +114,17 @@ def plot_width_separation(results):
     ax.plot([r["width"] for r in curve], [r["fcn_bound"] for r in curve],
             color=STYLES["fcn"]["color"], linestyle="--",
             label="FCN lower bound at width m (theory)")
-    threshold = cfg["seq_len"] * cfg["token_dim"]
+    threshold = config.seq_len * config.token_dim
     # named in the legend: a label on the plot would sit on the lines
     ax.axvline(threshold, color="gray", alpha=0.5, label=f"T*d = {threshold}")
-    ax.axhline(_zero(cfg), color="black", linestyle="--", alpha=0.4, label="predict 0")
-    for w in judged_widths(cfg):
+    ax.axhline(zero_loss(config), color="black", linestyle="--", alpha=0.4, label="predict 0")
+    for w in judged_widths(config):
         ax.axvline(w, color=STYLES["paper"]["color"], alpha=0.15, linewidth=6)
     ax.set(xscale="log", yscale="log")
     powers_of_two_ticks(ax.xaxis, widths)
     ax.set(xlabel="width (FCN: m; transformer: d + pe_dim)",
            ylabel="held-out loss (summed over d)",
-           title=f"Width separation ({task_title(cfg)})\nshaded: the widths judged, "
+           title=f"Width separation ({task_title(config)})\nshaded: the widths judged, "
                  "d + pe_dim for q log T <= pe_dim <= 4 q log T")
     legend_beside(ax)
     return fig

@@ -1,0 +1,248 @@
+"""The models a run can fit, all declared here, and :class:`Fit`: one model to fit per seed.
+
+``MODELS`` is the one catalogue: every experiment names its models by key,
+and a worker process that unpickles a :class:`Fit` finds every model here
+(nothing is added to it at import).
+"""
+
+import time
+from dataclasses import asdict, dataclass
+
+from skorch.callbacks import Callback
+
+from .._more_estimators import SparseTokenEncoder, SparseTokenRNN
+from ..architectures import CELLS, ENCODER_ENCODINGS
+from ..callbacks import AlignmentRecorder, StepBudget
+from ..estimators import SparseTokenFCN, SparseTokenTransformer
+
+
+@dataclass(frozen=True)
+class Model:
+    """A kind of model a run can fit: what it is called, how it is built and trained.
+
+    Parameters
+    ----------
+    name : str
+        How every table row and legend names it; ``{n_pe_draws}`` is filled
+        in from the configuration.
+    family : {"fcn", "transformer", "encoder", "rnn"}
+        ``SparseTokenFCN`` (width: ``hidden_width``),
+        ``SparseTokenTransformer`` (width: ``pe_dim``), and beyond the
+        paper ``SparseTokenEncoder`` (width: ``d_model``) or
+        ``SparseTokenRNN`` (width: ``hidden_size``).
+    training : str
+        The configuration's :class:`Training` field it trains with.
+    params : tuple of (str, value)
+        Fixed estimator parameters, e.g. ``(("positional_encoding", "fixed"),)``.
+    ensemble : bool
+        Averages the configuration's ``n_pe_draws`` positional draws
+        (otherwise one draw, the paper's model).
+    cost : float
+        Its cost per sequence relative to the cost model's (a learned
+        table's gradient, the randomized encoding's top-k).
+    """
+
+    name: str
+    family: str
+    training: str
+    params: tuple = ()
+    ensemble: bool = False
+    cost: float = 1.0
+
+
+def _encoding(name, encoding, training="paper_training", **kwargs):
+    return Model(name, "transformer", training, params=(("positional_encoding", encoding),),
+                 **kwargs)
+
+
+#: how the architectures' names call each encoding of the encoder
+ENCODING_NAMES = {**{e: f"{e} PE" for e in ENCODER_ENCODINGS}, "none": "no PE", "rope": "RoPE"}
+#: the encoder beyond the paper: one block, one head (any d_model is allowed)
+ENCODER_PARAMS = (("n_heads", 1), ("n_layers", 1))
+
+#: every model a run can fit, by key
+MODELS = {
+    "fcn": Model("FCN", "fcn", "fcn_training"),
+    "paper": Model("transformer, paper's model (1 positional draw)", "transformer",
+                   "paper_training"),
+    "ensemble": Model("transformer, {n_pe_draws}-draw ensemble (package extension)",
+                      "transformer", "ensemble_training", ensemble=True),
+    "fixed": _encoding("transformer, fixed PE (paper's baseline)", "fixed"),
+    # the critical-width searches train on the population with their own
+    # steps (checked by doubling them): the same models, another training
+    "paper_scaling": Model("transformer, paper's model (1 positional draw; scaling-law "
+                           "training)", "transformer", "scaling_training"),
+    "fcn_tightness": Model("FCN (tightness training)", "fcn", "tightness_training"),
+    # the architectures experiment
+    **{f"encoder_{e}": Model(f"transformer encoder, {ENCODING_NAMES[e]} (beyond the paper)",
+                             "encoder", "architecture_training",
+                             params=(("positional_encoding", e), *ENCODER_PARAMS))
+       for e in ENCODER_ENCODINGS},
+    **{cell: Model(f"{cell.upper()} (beyond the paper)", "rnn", "architecture_training",
+                   params=(("cell", cell),)) for cell in CELLS},
+    # the encodings experiment
+    "sinusoidal": _encoding("transformer, sinusoidal PE (Vaswani et al.; extension)",
+                            "sinusoidal", cost=1.2),
+    "learned": _encoding("transformer, learned PE (extension)", "learned", cost=1.7),
+    "randomized": _encoding("transformer, randomized PE, 1 draw (Ruoss et al.; extension)",
+                            "randomized", cost=1.6),
+    "randomized_ensemble": _encoding(
+        "transformer, randomized PE, {n_pe_draws}-draw ensemble (package extension)",
+        "randomized", "ensemble_training", ensemble=True, cost=1.2),
+}
+
+#: family -> the estimator parameter a fit's width sets
+WIDTH_PARAMETERS = {"fcn": "hidden_width", "transformer": "pe_dim", "encoder": "d_model",
+                    "rnn": "hidden_size"}
+
+
+def model_name(model, config):
+    """What a model is, as every table row and legend names it."""
+    return MODELS[model].name.format(n_pe_draws=config.n_pe_draws)
+
+
+def training(model, config):
+    """The :class:`Training` of ``model``."""
+    return getattr(config, MODELS[model].training)
+
+
+def width_parameter(model):
+    """``hidden_width``, ``pe_dim``, ...: what the width of a ``model`` fit sets."""
+    return WIDTH_PARAMETERS[MODELS[model].family]
+
+
+def describe_models(config, models=None):
+    """``{model key: {"name", "training"}}``: what each model is and how it trains."""
+    return {key: {"name": model_name(key, config), "training": asdict(training(key, config))}
+            for key in (models or MODELS)}
+
+
+class FitClock(Callback):
+    """Record the fit's CPU time (this process) as ``fit_cpu_s`` in ``history_``.
+
+    On a machine shared with other work, CPU time measures the fit's own
+    cost, where wall-clock time also counts the others.
+    """
+
+    def on_train_begin(self, net, **kwargs):
+        self.start_ = time.process_time()
+
+    def on_train_end(self, net, **kwargs):
+        net.history.record("fit_cpu_s", time.process_time() - self.start_)
+
+
+@dataclass(frozen=True, order=True)
+class Fit:
+    """One model the run fits, once per seed.
+
+    Parameters
+    ----------
+    model : str
+        A key of ``MODELS``.
+    width : int
+        The model's width parameter (``width_parameter``): ``hidden_width``
+        of the FCN, ``pe_dim`` of a transformer, ...
+    seq_len : int
+        Training length T.
+    data : {"sample", "population"}, default="sample"
+        "sample": a fixed training set, the same in every epoch;
+        "population": a ``SparseSelectionStream``, fresh sequences every
+        epoch (the population loss of the paper's theory).
+    n_train : int, default=0
+        Training sequences (per epoch, for the population); 0: the
+        configuration's ``n_train(seq_len)``.
+    max_steps : int, default=0
+        0: the model's training (``max_epochs`` epochs). Otherwise exactly
+        this many optimisation steps, whatever ``n_train`` (a
+        :class:`~sparse_token_estimators.callbacks.StepBudget`): a learning
+        curve's fit, trained on the first ``n_train`` sequences of one pool.
+
+    Examples
+    --------
+    >>> from sparse_token_estimators.reproduce import SMOKE
+    >>> Fit("paper", 4, 4).model_width(SMOKE), Fit("fcn", 8, 4).training_size(SMOKE)
+    (6, 64)
+    """
+
+    model: str
+    width: int
+    seq_len: int
+    data: str = "sample"
+    n_train: int = 0
+    max_steps: int = 0
+
+    def model_width(self, config):
+        """The width the theory compares: d + pe_dim for the paper's transformer, the
+        width parameter itself for the others (m for the FCN)."""
+        return config.token_dim + self.width if MODELS[self.model].family == "transformer" \
+            else self.width
+
+    def training_size(self, config):
+        """Training sequences of the fit (per epoch, for the population)."""
+        return self.n_train or config.n_train(self.seq_len)
+
+    def _draws(self, config):
+        return config.n_pe_draws if MODELS[self.model].ensemble else 1
+
+    def estimator(self, config, seed):
+        """The unfitted estimator of this fit for ``seed``."""
+        spec, train = MODELS[self.model], training(self.model, config)
+        # A budget of steps: one step per epoch at the least, so that the
+        # smallest training set (a single batch) still uses up the budget.
+        epochs, budget = (self.max_steps, [StepBudget(self.max_steps)]) if self.max_steps \
+            else (train.max_epochs, [])
+        common = {"lr": train.lr_at(self.width), "max_epochs": epochs,
+                  "batch_size": train.batch_size, "random_state": seed,
+                  "device": config.device, **dict(spec.params)}
+        if self.max_steps:
+            # skorch's PrintLog tabulates every epoch even when silent: much of
+            # a fit whose small training set makes an epoch of one step
+            common["callbacks__print_log"] = None
+        callbacks = [*budget, FitClock()]
+        if spec.family == "fcn":
+            return SparseTokenFCN(hidden_width=self.width, callbacks=callbacks, **common)
+        if spec.family == "encoder":
+            return SparseTokenEncoder(d_model=self.width,
+                                      max_seq_len=max(*config.length_grid(), self.seq_len),
+                                      callbacks=callbacks, **common)
+        if spec.family == "rnn":
+            return SparseTokenRNN(hidden_size=self.width, callbacks=callbacks, **common)
+        # the learning curves read no alignment: no record to keep
+        recorder = [] if self.max_steps else [
+            AlignmentRecorder(steps_per_doubling=config.trace_steps_per_doubling)]
+        return SparseTokenTransformer(
+            pe_dim=self.width, n_pe_draws=self._draws(config),
+            max_seq_len=max(config.length_grid()), callbacks=[*recorder, *callbacks],
+            **common,
+        )
+
+    def sequences(self, config):
+        """Sequences the fit's optimisation processes (steps times batch)."""
+        train, n = training(self.model, config), self.training_size(config)
+        if self.max_steps:
+            return self.max_steps * min(n, train.batch_size)
+        return n * train.max_epochs
+
+    def cost(self, config):
+        """Estimated CPU seconds of the fit (for ordering and the time left).
+
+        A cost per sequence processed, from the model's size (per positional
+        draw for a transformer, ``Model.cost`` for some encodings, a tenth
+        more to draw the population's sequences), and a fixed cost per fit
+        for set-up and scoring; a learning curve's fit adds a cost per step
+        and per sequence it scores.
+        """
+        T, family = self.seq_len, MODELS[self.model].family
+        if family == "fcn":
+            micro = 2 + 1e-4 * T * (config.token_dim + 1) * self.width
+        elif family == "encoder":
+            micro = 20 + 0.3 * T * self.width
+        elif family == "rnn":
+            micro = 10 + 0.15 * T * self.width
+        else:
+            micro = 3 + 0.005 * self._draws(config) * T * self.width
+        micro *= MODELS[self.model].cost * (1.1 if self.data == "population" else 1.0)
+        if not self.max_steps:
+            return 0.5 + 1e-6 * micro * self.sequences(config)
+        scored = (self.training_size(config) + config.n_test) / 3
+        return 0.5 + 5e-4 * self.max_steps + 1e-6 * micro * (self.sequences(config) + scored)
