@@ -22,6 +22,7 @@ scikit-learn's ``r2_score`` averaged over the d outputs.
 
 import math
 import time
+import warnings
 
 import numpy as np
 from sklearn.metrics import r2_score
@@ -214,5 +215,10 @@ def run_fits(config, fits, progress, store=None, *, label="fits"):
                 store.put(config, fit, seed, record)
             progress.advance(cost=fit.cost(config))
     finally:
-        outputs.close()  # an interrupt or a failed fit stops the workers
+        with warnings.catch_warnings():
+            # closing early is the point (an interrupt or a failed fit stops the
+            # workers): joblib's advice about unused results is not for this
+            warnings.filterwarnings("ignore", message=r".*tasks (have|which) .*",
+                                    category=UserWarning)
+            outputs.close()
     return records
