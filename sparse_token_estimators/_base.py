@@ -25,6 +25,8 @@ puts the estimator back as it was before the call.
 """
 
 
+import warnings
+
 import numpy as np
 import torch
 from sklearn.metrics import r2_score
@@ -46,6 +48,7 @@ from .callbacks import (
     TrainingDivergedError,
     ValidationSplitCheck,
 )
+from .exceptions import NonFinitePredictionWarning
 
 
 class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin,
@@ -135,15 +138,10 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         """
         self._check_params()
         sizes = self._sizes_from_params()
-        snapshot = self._snapshot()
-        try:
-            with self._device_scope():
-                self._initialize(sizes)
+        with self._transaction(), self._device_scope():
+            self._initialize(sizes)
             self._set_training(False)  # so that predict writes nothing, not even the mode
-            return self
-        except BaseException:
-            self._restore(snapshot)
-            raise
+        return self
 
     def _sizes_from_params(self):
         sizes = {name: getattr(self, name, None) for name in ("token_dim", "seq_len")}
@@ -334,36 +332,32 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         self._check_fit_params(fit_params, routing_method)
         continues = warm and self._is_current()
         X, y, sizes = self._check_training_data(X, y, continues=continues)
-        snapshot = self._snapshot()
         first = len(self.history) if continues else 0  # a fresh fit starts a new history
-        try:
-            with self._device_scope():
-                self._fit_steps(X, y, continues, sizes, routing_method, fit_params)
-        except TrainingDivergedError as exc:
-            # a failed call changes nothing: the diverged losses travel on the error
-            exc.history = self.history_
-            self._restore(snapshot)
-            raise
-        except NoTrainingStepError as exc:
-            self.history.pop()  # the empty epoch
-            if self._steps_since(first):
-                raise NoTrainingStepError(
-                    f"{exc} The estimator keeps its model as trained before this epoch."
-                ) from None
-            self._restore(snapshot)
-            state = ("keeps its model as before this call" if self.initialized_
-                     else "was reset to unfitted, as before this call")
-            raise NoTrainingStepError(f"{exc} The estimator {state}.") from None
-        except BaseException:
-            self._restore(snapshot)
-            raise
-        if not self._steps_since(first):
-            # skorch swallows a Ctrl-C; before any step there is nothing to keep
-            self._restore(snapshot)
-            raise KeyboardInterrupt(
-                f"{type(self).__name__}.{routing_method} was interrupted before its first "
-                "optimisation step; the estimator is as it was before the call.")
-        self._set_training(False)  # so that predict writes nothing, not even the mode
+        with self._transaction() as transaction:
+            try:
+                with self._device_scope():
+                    self._fit_steps(X, y, continues, sizes, routing_method, fit_params)
+            except TrainingDivergedError as exc:
+                # a failed call changes nothing: the diverged losses travel on the error
+                exc.history = self.history_
+                raise
+            except NoTrainingStepError as exc:
+                self.history.pop()  # the empty epoch
+                if self._steps_since(first):
+                    transaction.commit()
+                    raise NoTrainingStepError(
+                        f"{exc} The estimator keeps its model as trained before this epoch."
+                    ) from None
+                transaction.rollback()
+                state = ("keeps its model as before this call" if self.initialized_
+                         else "was reset to unfitted, as before this call")
+                raise NoTrainingStepError(f"{exc} The estimator {state}.") from None
+            if not self._steps_since(first):
+                # skorch swallows a Ctrl-C; before any step there is nothing to keep
+                raise KeyboardInterrupt(
+                    f"{type(self).__name__}.{routing_method} was interrupted before its "
+                    "first optimisation step; the estimator is as it was before the call.")
+            self._set_training(False)  # so that predict writes nothing, not even the mode
         return self
 
     def _fit_steps(self, X, y, continues, sizes, routing_method, fit_params):
@@ -400,8 +394,22 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         -------
         y_pred : ndarray of shape (n_samples, token_dim), float64
             As scikit-learn regressors return; the module computes in float32.
+
+        Warns
+        -----
+        NonFinitePredictionWarning
+            When some predictions are inf or NaN (the outputs overflow float32,
+            e.g. on X far beyond the range trained on); ``score`` raises instead.
         """
         X = self._check_X(X)
+        y_pred = self._predict_checked(X)
+        problem = _non_finite(self, y_pred, X)
+        if problem:
+            warnings.warn(f"{problem} The predictions are returned as they are.",
+                          NonFinitePredictionWarning, stacklevel=2)
+        return y_pred
+
+    def _predict_checked(self, X):
         with self._device_scope():
             # skorch's prediction loop (this class hides predict_proba itself)
             return NeuralNet.predict_proba(self, X).astype(np.float64)
@@ -447,14 +455,20 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         """
         X = self._check_X(X)
         y = check_target(y, X)
-        y_pred = self.predict(X)
-        bad = ~np.isfinite(y_pred)
-        if bad.any():
-            raise ValueError(
-                f"{type(self).__name__}.predict(X) returned {int(bad.sum())} non-finite "
-                f"value(s) (inf or NaN) of {y_pred.size}: the model's outputs overflow "
-                f"float32 on this X (largest |X| {float(np.abs(X).max()):.3g}), so no R^2 "
-                "can be computed. Scale X as the training data was scaled, or refit on "
-                "data of this range."
-            )
+        y_pred = self._predict_checked(X)
+        problem = _non_finite(self, y_pred, X)
+        if problem:
+            raise ValueError(f"{problem} No R^2 can be computed.")
         return r2_score(y, y_pred, sample_weight=sample_weight)
+
+
+def _non_finite(net, y_pred, X):
+    """What is wrong with predictions that are not all finite, and the fix; "" if none."""
+    bad = ~np.isfinite(y_pred)
+    if not bad.any():
+        return ""
+    largest = f" (largest |X| {float(np.abs(X).max()):.3g})" if isinstance(X, np.ndarray) else ""
+    return (f"{type(net).__name__}.predict(X) returned {int(bad.sum())} non-finite value(s) "
+            f"(inf or NaN) of {y_pred.size}: the model's outputs overflow float32 on this "
+            f"X{largest}. Scale X as the training data was scaled, or refit on data of this "
+            "range.")

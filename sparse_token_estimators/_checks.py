@@ -41,6 +41,7 @@ class InputChecksMixin:
         _params.validate(self._parameter_constraints, params, type(self).__name__)
         if names is None:
             self._check_routed_names()
+            self._check_module_kwargs()
             _params.check_components(self, iterators=True)
         if "device" in params:
             resolve_device(self.__dict__["device"])  # an absent GPU is a fact of the machine
@@ -51,6 +52,35 @@ class InputChecksMixin:
                 "its module in float32, the dtype X is cast to. Call "
                 "torch.set_default_dtype(torch.float32) before fit and predict (set it "
                 "back after, if other code needs float64)."
+            )
+
+    def _check_module_kwargs(self):
+        """Refuse ``module__<name>`` values the module's ``__init__`` does not take."""
+        module = self.module if isinstance(self.module, type) else None
+        routed = self.get_params_for("module")
+        if module is None or not routed:
+            return
+        try:
+            accepted = inspect.signature(module.__init__).parameters
+        except (TypeError, ValueError):
+            return
+        if any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+            return
+        unknown = sorted(set(routed) - set(accepted))
+        if unknown:
+            given = ", ".join(f"module__{name}={routed[name]!r}" for name in unknown)
+            supplied = [*self._module_params, "token_dim", "seq_len", "eval_seed"]
+            passed = [name for name in supplied if name in accepted]
+            own = [name for name in accepted if name != "self" and name not in supplied]
+            takes = (", ".join(f"module__{name}" for name in own) if own
+                     else "no argument beyond those")
+            raise TypeError(
+                f"{given}: {module.__name__} takes no argument "
+                f"{' or '.join(repr(name) for name in unknown)}. The estimator passes "
+                f"{', '.join(passed)} itself (set them as its parameters); the module takes "
+                f"{takes}. Construct the estimator without "
+                f"{', '.join(f'module__{name}' for name in unknown)}, or pass a module class "
+                "that takes it. Nothing was built or changed."
             )
 
     def _check_routed_names(self):

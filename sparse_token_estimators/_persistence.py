@@ -17,9 +17,10 @@
   ``OSError`` that names the path, the cause and the fix.
 """
 
-import copy
 import errno
 import inspect
+import json
+import numbers
 import os
 
 import torch
@@ -103,9 +104,16 @@ class PersistenceMixin:
         """Refuse weights whose metadata differs from this estimator's parameters."""
         if not isinstance(saved, dict) or not isinstance(saved.get("params"), dict):
             raise ValueError(f"{what} has metadata under '{METADATA_KEY}' that this package "
-                             "did not write. Nothing was loaded. Pass a file written by "
-                             "save_params.")
-        if saved.get("format", 0) > FORMAT_VERSION:
+                             "did not write (no \"params\" record): the file was edited, or "
+                             "written by another program. Nothing was loaded; the estimator "
+                             "is unchanged. Pass a file written by save_params.")
+        version = saved.get("format", 0)
+        if isinstance(version, bool) or not isinstance(version, numbers.Integral):
+            raise ValueError(f"{what} has metadata under '{METADATA_KEY}' whose \"format\" is "
+                             f"{version!r}, not the integer save_params writes: the file was "
+                             "edited or damaged. Nothing was loaded; the estimator is "
+                             "unchanged. Save the weights again with save_params.")
+        if version > FORMAT_VERSION:
             raise ValueError(
                 f"{what} was written by a newer sparse_token_estimators "
                 f"({saved.get('version')}, format {saved['format']}); this version reads "
@@ -319,7 +327,9 @@ class PersistenceMixin:
 
         Returns
         -------
-        None
+        self : estimator
+            This estimator, so that ``Est(...).initialize().load_params(...)``
+            chains (skorch's ``load_params`` returns None).
         """
         # skorch reads self.device while it loads: resolved in this call only
         with self._device_scope():
@@ -332,37 +342,26 @@ class PersistenceMixin:
             if not sources:
                 if self.verbose:
                     print("Nothing to load")
-                return
-            decoded = {}
-            for key, (what, data) in sources.items():
-                if key == "f_history":
-                    decoded[key] = read_history(data, what)
-                else:
-                    decoded[key] = read_state(data, what, formats.get(key, use_safetensors),
-                                              self.torch_load_kwargs)
+                return self
+            decoded = {key: _decode(key, what, data, formats.get(key, use_safetensors),
+                                    self.torch_load_kwargs)
+                       for key, (what, data) in sources.items()}
             for key in ("f_params", "f_module"):
                 if key in decoded and decoded[key][1] is not None:
                     self._check_metadata(decoded[key][1], sources[key][0])
-            snapshot = dict(self.__dict__)
-            backups = {}
-            try:
+            with self._transaction():
                 if not self.initialized_ or self._structure_changes():
                     self.initialize()
                 targets = {key: self._component(key, "load")
                            for key in decoded if key != "f_history"}
                 for key, component in targets.items():
-                    _check_fits(component, decoded[key][0], sources[key][0], self)
+                    recorded = key in ("f_params", "f_module") and decoded[key][1] is not None
+                    _check_fits(component, decoded[key][0], sources[key][0], self, recorded)
                 for key, component in targets.items():
-                    backups[key] = (component, copy.deepcopy(component.state_dict()))
                     component.load_state_dict(decoded[key][0])
                 if "f_history" in decoded:
                     self.history = decoded["f_history"]
-            except BaseException:
-                for component, state in backups.values():
-                    component.load_state_dict(state)
-                self.__dict__.clear()
-                self.__dict__.update(snapshot)
-                raise
+        return self
 
     # -- pickling --------------------------------------------------------------------
 
@@ -403,12 +402,40 @@ class PersistenceMixin:
                 state.setdefault(name, param.default)
 
 
+def _decode(key, what, data, use_safetensors, torch_load_kwargs):
+    """The history, or ``(state_dict, metadata)``, of one file; errors name the file."""
+    if key == "f_history":
+        return read_history(data, what)
+    try:
+        return read_state(data, what, use_safetensors, torch_load_kwargs)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{what} has metadata under '{METADATA_KEY}' that is not JSON ({exc}): the file "
+            "was edited or damaged. Nothing was loaded; the estimator is unchanged. Save the "
+            "weights again with save_params."
+        ) from None
+    except ValueError:
+        raise
+    except Exception as exc:  # safetensors raises its own SafetensorError, naming no file
+        kind = "safetensors" if use_safetensors else "torch"
+        raise ValueError(
+            f"{what} could not be read as a {kind} file ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:200]}): it is damaged or truncated. Nothing was "
+            "loaded; the estimator is unchanged. Save the weights again with save_params."
+        ) from None
+
+
 def _shape(value):
     return tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
 
 
-def _check_fits(component, state, what, net):
-    """Refuse ``state`` if its keys or shapes do not fit ``component``; change nothing."""
+def _check_fits(component, state, what, net, recorded=False):
+    """Refuse ``state`` if its keys or shapes do not fit ``component``; change nothing.
+
+    ``recorded``: the file's metadata named parameters that matched this
+    estimator's, so keys or shapes that differ mean the file is not what its
+    metadata says.
+    """
     if isinstance(component, torch.optim.Optimizer):
         return _check_optimizer_fits(component, state, what)
     expected = component.state_dict()
@@ -421,6 +448,15 @@ def _check_fits(component, state, what, net):
     found = [f"missing keys {missing}"] if missing else []
     found += [f"unexpected keys {unexpected}"] if unexpected else []
     found += [f"shapes differ ({'; '.join(shapes)})"] if shapes else []
+    if recorded:
+        raise ValueError(
+            f"Cannot load {what} into this {type(net).__name__}: its metadata records the "
+            "parameters of this estimator, but its weights do not fit its "
+            f"{type(component).__name__}: {', '.join(found)}. The metadata was edited or the "
+            "weights were replaced after save_params wrote the file. Nothing was loaded; the "
+            "estimator is unchanged. Load the file as save_params wrote it, or save the "
+            "weights again."
+        )
     raise ValueError(
         f"Cannot load {what} into this {type(net).__name__}: it does not fit its "
         f"{type(component).__name__}: {', '.join(found)}. The file records no parameters "
