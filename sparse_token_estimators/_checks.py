@@ -17,7 +17,7 @@ from skorch.utils import is_dataset
 from . import _device, _params
 from ._batching import TensorBatches
 from ._device import resolve_device
-from ._layout import check_target, check_tokens
+from ._layout import LAYOUT, check_target, check_tokens
 from .datasets import SparseSelectionStream
 
 
@@ -136,7 +136,7 @@ class InputChecksMixin:
                     "with the token_dim seen in fit."
                 )
         else:
-            X = check_tokens(X, token_dim=self.token_dim_ if continues else None)
+            X = self._check_tokens(X, token_dim=self.token_dim_ if continues else None)
             y = check_target(y, X)
             token_dim, seq_len, where = X.shape[2] - 1, X.shape[1], f"X of shape {X.shape}"
         if continues:
@@ -192,6 +192,17 @@ class InputChecksMixin:
                 f"batch would be copied. Make the stream with device={requested!r}."
             )
 
+    def _check_tokens(self, X, *, token_dim):
+        """``check_tokens``, with the estimator's sizes in the messages of two mistakes."""
+        check_lengths(X)
+        shape = getattr(X, "shape", None)
+        if shape is not None and len(shape) == 2:
+            sizes = {name: getattr(self, name, None) or self.__dict__.get(name + "_")
+                     for name in ("seq_len", "token_dim")}
+            table = hasattr(X, "columns") and hasattr(X, "to_numpy")  # a pandas DataFrame
+            raise ValueError(flat_table_message(tuple(shape), **sizes, table=table))
+        return check_tokens(X, token_dim=token_dim)
+
     def _check_seq_len(self, seq_len, *, fitting):
         """Raise if this estimator cannot take sequences of ``seq_len``."""
 
@@ -208,7 +219,60 @@ class InputChecksMixin:
         self._check_params(_params.PREDICTION)
         if is_dataset(X):  # skorch's validation split (EpochScoring), checked at fit
             return X
-        X = check_tokens(X, token_dim=self.token_dim_)
+        X = self._check_tokens(X, token_dim=self.token_dim_)
         self._check_seq_len(X.shape[1], fitting=False)
         return X
 
+
+
+def check_lengths(X):
+    """Refuse a list of sequences of different lengths, saying what to do."""
+    if not isinstance(X, (list, tuple)) or len(X) < 2:
+        return
+    lengths = []
+    for sequence in X:
+        try:
+            lengths.append(len(sequence))
+        except TypeError:
+            return  # not a list of sequences: check_tokens says what it is
+    if len(set(lengths)) > 1:
+        shown = sorted(set(lengths))
+        lengths = ", ".join(map(str, shown[:5])) + (", ..." if len(shown) > 5 else "")
+        raise ValueError(
+            f"X must be a numeric array of shape {LAYOUT}, every sequence of one length; it "
+            f"is a list of {len(X)} sequences of different lengths ({lengths}). Predict each "
+            "length separately: group the sequences by length and call predict on "
+            "np.stack(group) for each group."
+        )
+
+
+def flat_table_message(shape, seq_len=None, token_dim=None, table=False):
+    """What to say about a 2-D ``X`` of ``shape`` (``table``: a pandas DataFrame).
+
+    A flattened table (one sequence per row, as ``FlattenTokens`` writes it)
+    and a single sequence (one position per row) are both 2-D; the sizes the
+    estimator knows (``seq_len``, ``token_dim``) say which it is, where they can.
+    """
+    n, width = shape
+    what = "pandas DataFrame" if table else "array"
+    values = "X.to_numpy()" if table else "X"
+    head = (f"X must be a 3-D array of shape {LAYOUT}, as returned by make_sparse_selection; "
+            f"got an array of shape {shape}.")
+    channels = None if token_dim is None else token_dim + 1
+    single = f"a single sequence of shape (seq_len, token_dim + 1) needs a leading axis: " \
+             f"{values}[np.newaxis]"
+    if channels is not None and width == channels and not table:
+        return f"{head} It looks like {single}."
+    if seq_len is not None and channels is not None and width == seq_len * channels:
+        reshape, exact = f"{values}.reshape({n}, {seq_len}, {channels})", True
+    elif channels is not None and width % channels == 0:
+        reshape, exact = f"{values}.reshape({n}, {width // channels}, {channels})", False
+    else:
+        reshape, exact = f"{values}.reshape(n_samples, seq_len, token_dim + 1)", False
+    flattened = (f"A flattened {what} of shape (n_samples, seq_len * (token_dim + 1)), one "
+                 "sequence per row with the channels of each position side by side (as "
+                 f"FlattenTokens writes it), needs {reshape} (see the data layout page of the "
+                 "user guide), or the inverse_transform of the FlattenTokens that flattened it")
+    if exact or table:
+        return f"{head} {flattened}."
+    return f"{head} {flattened}; {single}."
