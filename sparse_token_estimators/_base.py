@@ -40,7 +40,7 @@ from ._checks import InputChecksMixin
 from ._device import ResolvedDevice, resolved_device
 from ._fitted import FittedStateMixin
 from ._layout import check_target
-from ._persistence import PersistenceMixin
+from ._persistence import FITTING, PersistenceMixin
 from .callbacks import (
     DivergenceCheck,
     EpochStepCheck,
@@ -335,8 +335,12 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         first = len(self.history) if continues else 0  # a fresh fit starts a new history
         with self._transaction() as transaction:
             try:
-                with self._device_scope():
-                    self._fit_steps(X, y, continues, sizes, routing_method, fit_params)
+                fitting = FITTING.set(True)
+                try:
+                    with self._device_scope():
+                        self._fit_steps(X, y, continues, sizes, routing_method, fit_params)
+                finally:
+                    FITTING.reset(fitting)
             except TrainingDivergedError as exc:
                 # a failed call changes nothing: the diverged losses travel on the error
                 exc.history = self.history_

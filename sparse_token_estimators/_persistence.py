@@ -17,13 +17,16 @@
   ``OSError`` that names the path, the cause and the fix.
 """
 
+import contextvars
 import errno
 import inspect
 import json
 import numbers
 import os
+import warnings
 
 import torch
+from skorch import callbacks as skorch_callbacks
 from skorch.exceptions import NotInitializedError
 
 from . import _params
@@ -38,7 +41,10 @@ from ._files import (
     state_bytes,
     write_files,
 )
+from .exceptions import CheckpointWarning
 
+#: True while this thread runs an estimator's fit or partial_fit (callbacks saving)
+FITTING = contextvars.ContextVar("sparse_token_estimators_fitting", default=False)
 #: format of the metadata written with weights and of checkpoint manifests
 FORMAT_VERSION = 1
 #: what ``__getstate__`` writes: 2 since the fitted state holds the parameters
@@ -244,11 +250,51 @@ class PersistenceMixin:
         data = self.state_files(files, use_safetensors)  # everything serialised first
         names = {"f_params": "the weights (f_params)", "f_module": "the weights (f_module)",
                  "f_history": "the history (f_history)"}
-        write_files([(files[key], data[key], names.get(key, key)) for key in files
-                     if is_path(files[key])])
+        try:
+            write_files([(files[key], data[key], names.get(key, key)) for key in files
+                         if is_path(files[key])])
+        except OSError as exc:
+            self._warn_swallowed_save(files, exc)
+            raise
         for key, f in files.items():
             if not is_path(f):  # a file object: written as given, not atomic
                 f.write(data[key])
+
+    def _warn_swallowed_save(self, files, exc):
+        """Warn when skorch's own ``Checkpoint`` is saving: it would swallow ``exc``.
+
+        skorch's ``Checkpoint`` catches a failed ``save_params``, prints it
+        only when ``verbose``, and has already recorded the epoch as
+        checkpointed. During a fit, a failure whose path is one of such a
+        callback's files warns with ``CheckpointWarning`` and records the
+        epoch's event as False.
+        """
+        if not FITTING.get():
+            return
+        paths = {os.path.abspath(os.fspath(f)) for f in files.values() if is_path(f)}
+        for name, callback in getattr(self, "callbacks_", []):
+            if (not isinstance(callback, skorch_callbacks.Checkpoint)
+                    or hasattr(callback, "saved_files")):  # the package's warn themselves
+                continue
+            try:
+                targets = {os.path.abspath(os.fspath(f))
+                           for f in callback.get_formatted_files(self).values() if is_path(f)}
+            except Exception:  # a callback set up in some other way: not the one saving
+                continue
+            if not paths & targets:
+                continue
+            event = callback.event_name
+            if event is not None and len(self.history):
+                self.history.record(event, False)
+            warnings.warn(
+                f"Callback {name!r} (skorch's Checkpoint) could not save epoch "
+                f"{len(self.history)}: {exc} skorch's Checkpoint would go on silently (it "
+                "prints this only when verbose)" + (f"; {event!r} is recorded False for this "
+                                                    "epoch" if event is not None else "")
+                + ". Use sparse_token_estimators.checkpoints.Checkpoint (the same "
+                "arguments): its saves are atomic, keep the previous checkpoint loadable "
+                "and warn when they fail.", CheckpointWarning, stacklevel=2)
+            return
 
     # -- loading ---------------------------------------------------------------------
 
