@@ -38,6 +38,7 @@ from ._files import (
     read_bytes,
     read_history,
     read_state,
+    remove_stale_temporaries,
     state_bytes,
     write_files,
 )
@@ -309,6 +310,8 @@ class PersistenceMixin:
                 sources = {key: (what, data) for key, (what, data) in saved["files"].items()
                            if key != "f_pickle"}
                 formats = dict.fromkeys(sources, saved["use_safetensors"])
+        for directory in {os.path.dirname(os.fspath(f)) for f in files.values() if is_path(f)}:
+            remove_stale_temporaries(directory)  # what killed writes left there
         for key, f in files.items():
             sources[key] = (f"{key} '{os.fspath(f)}'" if is_path(f) else key,
                             read_bytes(f, key))

@@ -19,6 +19,10 @@ take skorch's arguments and behave as skorch's, and:
   verbosity, naming the path and the cause (skorch's prints only when
   verbose), records ``event_cp=False`` for the epoch, and leaves the previous
   checkpoint loadable; training goes on.
+- **Leftovers of killed writes are removed.** The temporary files a kill
+  left in the checkpoint's directory (``.<file>.<8 hex digits>.tmp``,
+  ``.params.pt.staged.<hex>.tmp``) are removed at the next save or load
+  there; only files of that pattern that no live write holds.
 - :class:`LoadInitState` starts fresh only when no checkpoint was written
   yet: a damaged checkpoint raises instead of being skipped.
 
@@ -35,7 +39,13 @@ import warnings
 from skorch import callbacks as skorch_callbacks
 from skorch.utils import noop
 
-from ._files import digest, history_bytes, state_bytes, write_files
+from ._files import (
+    digest,
+    history_bytes,
+    remove_stale_temporaries,
+    state_bytes,
+    write_files,
+)
 from .exceptions import CheckpointWarning
 
 #: format of the manifest a :class:`Checkpoint` writes
@@ -209,6 +219,7 @@ dirname, event_name, sink, load_best, use_safetensors, **kwargs
         does). Raises ``ValueError`` if a file the manifest names is missing
         or changed.
         """
+        remove_stale_temporaries(os.path.dirname(self.manifest_path_))  # of killed writes
         manifest = self._read_manifest()
         if manifest is None:
             return None
