@@ -32,7 +32,7 @@ import torch
 from sklearn.metrics import r2_score
 from sklearn.utils import check_random_state
 from skorch import NeuralNet, NeuralNetRegressor
-from skorch.utils import is_dataset
+from skorch.utils import is_dataset, to_tensor
 from torch.utils.data import TensorDataset
 
 from ._batching import TensorBatches
@@ -61,6 +61,8 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
     _sizes = ("token_dim",)
     #: arguments of the module's forward that the estimator itself passes
     _forward_args_supplied = ()
+    #: sequences per forward call at prediction (``infer``); None: as batched
+    _predict_block = None
 
     device = ResolvedDevice()
 
@@ -417,6 +419,36 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         with self._device_scope():
             # skorch's prediction loop (this class hides predict_proba itself)
             return NeuralNet.predict_proba(self, X).astype(np.float64)
+
+    def infer(self, x, **fit_params):
+        """The module's forward on a batch; at prediction, in blocks of a fixed size.
+
+        With ``_predict_block`` set (the encoder, the RNN and the FCN), an
+        eval-mode batch is padded with empty sequences to a multiple of that
+        many and run block by block: every forward call has the same shape
+        whatever ``batch_size``, because matrix kernels round differently at
+        different shapes, and a prediction must depend on its own sequence
+        only (on the CPU: bit for bit across batch sizes; tested). Training
+        batches run as they come.
+
+        Parameters
+        ----------
+        x : Tensor of shape (batch, seq_len, token_dim + 1)
+        **fit_params : dict
+            Further keywords of the module's forward.
+
+        Returns
+        -------
+        y_pred : Tensor of shape (batch, token_dim)
+        """
+        x = to_tensor(x, device=self.device)
+        block = self._predict_block
+        if block is None or self.module_.training or not isinstance(x, torch.Tensor):
+            return super().infer(x, **fit_params)
+        n = len(x)
+        padded = torch.nn.functional.pad(x, (0, 0, 0, 0, 0, -n % block))  # (n + pad, T, d + 1)
+        return torch.cat([super(_SparseTokenRegressor, self).infer(chunk, **fit_params)
+                          for chunk in padded.split(block)])[:n]
 
     def forward_iter(self, X, training=False, device="cpu"):
         """skorch's ``forward_iter``, with ``device="auto"`` resolved (for ``forward``).

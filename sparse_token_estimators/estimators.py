@@ -299,6 +299,7 @@ class SparseTokenFCN(_SparseTokenRegressor):
     _parameter_constraints = _params.FCN
     _module_params = ("hidden_width", "n_hidden_layers")
     _sizes = ("seq_len", "token_dim")
+    _predict_block = 64
 
     def __init__(self, module=FullyConnectedNet, *, seq_len=None, token_dim=None,
                  hidden_width=256, n_hidden_layers=1, random_state=None,
@@ -326,3 +327,12 @@ class SparseTokenFCN(_SparseTokenRegressor):
     def _module_kwargs(self):
         return {**super()._module_kwargs(), "seq_len": self.seq_len_,
                 "token_dim": self.token_dim_}
+
+    @property
+    def predict_attention(self):
+        # absent (hasattr is False), with the reason, rather than a generic AttributeError
+        raise AttributeError(
+            "SparseTokenFCN has no predict_attention: a fully-connected net has no attention "
+            "weights over the positions. SparseTokenTransformer and SparseTokenEncoder offer "
+            "predict_attention."
+        )
