@@ -264,8 +264,8 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
 
     def _set_training(self, training=True):
         # skorch sets the mode before every batch and has no public hook for it;
-        # nn.Module.train walks the whole module tree each time (a few percent of
-        # a small model's step): walk it only when the mode changes.
+        # nn.Module.train walks the whole module tree each time, a cost that
+        # counts in a small model's step: walk it only when the mode changes.
         modules = (getattr(self, name + "_") for name in self._modules + self._criteria)
         if any(getattr(module, "training", training) != training for module in modules):
             super()._set_training(training)

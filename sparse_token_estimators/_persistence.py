@@ -48,8 +48,7 @@ from .exceptions import CheckpointWarning
 FITTING = contextvars.ContextVar("sparse_token_estimators_fitting", default=False)
 #: format of the metadata written with weights and of checkpoint manifests
 FORMAT_VERSION = 1
-#: what ``__getstate__`` writes: 2 since the fitted state holds the parameters
-#: the module was built with and the module its prediction seed (0.1.0: 1)
+#: format of what ``__getstate__`` writes (the CHANGELOG says what each one holds)
 _PICKLE_FORMAT = 2
 
 
@@ -349,8 +348,8 @@ class PersistenceMixin:
         As skorch's ``load_params``, and: every file is read and checked
         before anything changes, weights whose recorded parameters differ
         from this estimator's are refused with each difference and the fix
-        named (weights saved without a record, by 0.1.0, are checked by
-        their keys and shapes), and if applying fails the estimator is put
+        named (weights saved without a record, by skorch or an earlier
+        release, are checked by their keys and shapes), and if applying fails the estimator is put
         back as it was. ``checkpoint`` may be a
         :class:`~sparse_token_estimators.checkpoints.Checkpoint` or
         ``TrainEndCheckpoint`` (its manifest names the files of one epoch, in
@@ -435,7 +434,7 @@ class PersistenceMixin:
             self.torch_rng_ = generator_on(*rng_state, resolve_device(self.device))
 
     def _upgrade_state(self, state):
-        """Read a pickle of 0.1.0, whose fitted state this version cannot use."""
+        """Read a pickle of an older format, whose fitted state this version cannot use."""
         if state.get("initialized_"):
             raise ValueError(
                 f"This {type(self).__name__} was pickled fitted by "

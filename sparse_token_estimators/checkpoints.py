@@ -94,7 +94,7 @@ dirname, event_name, sink, load_best, use_safetensors, **kwargs
     >>> cp = Checkpoint(monitor=None, dirname=tempfile.mkdtemp())
     >>> est = SparseTokenFCN(hidden_width=8, max_epochs=3, callbacks=[cp]).fit(X, y)
     >>> new = SparseTokenFCN(hidden_width=8, seq_len=5, token_dim=2)
-    >>> new.load_params(checkpoint=cp)
+    >>> new = new.load_params(checkpoint=cp)  # returns the estimator
     >>> len(new.history_), cp.saved_epoch()
     (3, 3)
     """
@@ -276,7 +276,7 @@ use_safetensors, sink, **kwargs
     >>> end = TrainEndCheckpoint(dirname=tempfile.mkdtemp())
     >>> est = SparseTokenFCN(hidden_width=8, max_epochs=2, callbacks=[end]).fit(X, y)
     >>> new = SparseTokenFCN(hidden_width=8, seq_len=5, token_dim=2)
-    >>> new.load_params(checkpoint=end)
+    >>> new = new.load_params(checkpoint=end)
     >>> len(new.history_)
     2
     """
@@ -319,12 +319,27 @@ class LoadInitState(skorch_callbacks.LoadInitState):
     be loaded (damaged, or of another model) raises, where skorch's would
     skip a missing file and train from scratch without a word.
 
+    **Finishing a planned run.** As in skorch, a fit that loads a
+    checkpoint then trains ``max_epochs`` epochs more: a run planned for
+    12 epochs, killed after 3 and started again, ends after 15. To finish
+    the planned run instead, pass ``max_epochs=12`` here too
+    (``LoadInitState(cp, max_epochs=12)``): training stops once the
+    history holds 12 epochs, so the resumed fit trains the 9 that are
+    missing (and none if the checkpoint already holds 12). Every callback
+    sees the last epoch end as usual; the stop is skorch's clean one, as
+    for ``EarlyStopping``. (By hand: ``est.set_params(max_epochs=12 -
+    len(est.history_))`` after loading, then ``partial_fit``.)
+
     Parameters
     ----------
     checkpoint : Checkpoint or TrainEndCheckpoint
         The checkpoint to load.
     use_safetensors : bool, default=False
         For skorch's own checkpoints; a manifest says its format itself.
+    max_epochs : int or None, default=None
+        The epochs the whole run is planned for, counted in the history
+        (the loaded epochs included); None: train the estimator's
+        ``max_epochs`` after loading, as skorch does.
 
     Examples
     --------
@@ -337,7 +352,34 @@ class LoadInitState(skorch_callbacks.LoadInitState):
     ...                           callbacks=[cp, LoadInitState(cp)]).fit(X, y)
     >>> len(run().history_), len(run().history_)   # the second run continues the first
     (2, 4)
+    >>> cp = Checkpoint(monitor=None, dirname=tempfile.mkdtemp())
+    >>> def planned(max_epochs):  # the same plan of 3 epochs, however often it starts
+    ...     return SparseTokenFCN(hidden_width=8, max_epochs=max_epochs,
+    ...                           callbacks=[cp, LoadInitState(cp, max_epochs=3)]).fit(X, y)
+    >>> len(planned(2).history_), len(planned(3).history_), len(planned(3).history_)
+    (2, 3, 3)
     """
+
+    def __init__(self, checkpoint, use_safetensors=False, max_epochs=None):
+        super().__init__(checkpoint, use_safetensors=use_safetensors)
+        self.max_epochs = max_epochs
+
+    def initialize(self):
+        super().initialize()
+        planned = self.max_epochs
+        if planned is not None and (isinstance(planned, bool) or not isinstance(planned, int)
+                                    or planned < 1):
+            raise ValueError(
+                f"LoadInitState's max_epochs must be None or an int >= 1, the epochs the "
+                f"whole run is planned for; got {planned!r}."
+            )
+        return self
+
+    def on_epoch_begin(self, net, **kwargs):
+        # skorch has opened the row of an epoch beyond the plan: close it, stop cleanly
+        if self.max_epochs is not None and len(net.history) > self.max_epochs:
+            net.history.pop()
+            raise KeyboardInterrupt
 
     def on_train_begin(self, net, X=None, y=None, **kwargs):
         if not hasattr(self.checkpoint, "saved_files"):  # skorch's own checkpoint

@@ -80,6 +80,15 @@ class SparseTokenTransformer(_SparseTokenRegressor):
         same.
     output_map : bool, default=False
         Add a trainable linear map after the attention (off in the paper).
+        Without it the prediction is a convex combination of the tokens (the
+        attention weights are positive and sum to 1), so it cannot rescale
+        or shift them: a target on another scale than the tokens' averages,
+        such as the standardised y of
+        ``TransformedTargetRegressor(SparseTokenTransformer(),
+        transformer=StandardScaler())``, is out of its reach, and such a
+        meta-estimator scores lower than the model on y as it is. Use
+        ``output_map=True`` with a transformed target (the map learns the
+        rescaling), or leave y untransformed.
     random_state : int, RandomState or None, default=None
         Seeds the initial weights, the training positional draws, the shuffling
         and the prediction draws: the same int gives the same fitted model.
