@@ -388,7 +388,12 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         """Predict the average of the selected tokens.
 
         Safe to call from several threads on one fitted estimator: it writes
-        nothing to the estimator.
+        nothing to the estimator. A sequence's prediction depends on that
+        sequence and the weights only, not on the batch it is in: on the CPU
+        bit for bit whatever ``batch_size`` (the paper's model runs its
+        products in blocks of a fixed size; the encoder, the RNN and the FCN
+        run their forward in blocks of a fixed size, ``infer``); on a GPU,
+        where kernels may be chosen by the batch, up to float32 rounding.
 
         Parameters
         ----------
