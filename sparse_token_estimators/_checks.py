@@ -195,7 +195,14 @@ class InputChecksMixin:
     def _check_tokens(self, X, *, token_dim):
         """``check_tokens``, with the estimator's sizes in the messages of two mistakes."""
         check_lengths(X)
-        shape = getattr(X, "shape", None)
+        shape = None
+        if isinstance(X, np.ndarray) or hasattr(X, "detach") or hasattr(X, "to_numpy"):
+            shape = X.shape  # an array, tensor or DataFrame (a sparse matrix: check_tokens)
+        elif isinstance(X, (list, tuple)):
+            try:
+                shape = np.shape(X)
+            except ValueError:  # ragged deeper down: check_tokens says so
+                pass
         if shape is not None and len(shape) == 2:
             sizes = {name: getattr(self, name, None) or self.__dict__.get(name + "_")
                      for name in ("seq_len", "token_dim")}
