@@ -50,6 +50,9 @@ from .callbacks import (
 )
 from .exceptions import NonFinitePredictionWarning
 
+#: positions per prediction block (``_SparseTokenRegressor.infer``) at the longest lengths
+_BLOCK_POSITIONS = 1 << 14
+
 
 class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin,
                             NeuralNetRegressor):
@@ -430,11 +433,12 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
 
         With ``_predict_block`` set (the encoder, the RNN and the FCN), an
         eval-mode batch is padded with empty sequences to a multiple of that
-        many and run block by block: every forward call has the same shape
-        whatever ``batch_size``, because matrix kernels round differently at
-        different shapes, and a prediction must depend on its own sequence
-        only (on the CPU: bit for bit across batch sizes; tested). Training
-        batches run as they come.
+        many (fewer for sequences longer than 256 positions: as many as make
+        16384 positions) and run block by block. Every forward call at one
+        length then has the same shape whatever ``batch_size``: matrix
+        kernels round differently at different shapes, and a prediction
+        must depend on its own sequence only (on the CPU: bit for bit across
+        batch sizes; tested). Training batches run as they come.
 
         Parameters
         ----------
@@ -447,13 +451,19 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         y_pred : Tensor of shape (batch, token_dim)
         """
         x = to_tensor(x, device=self.device)
-        block = self._predict_block
-        if block is None or self.module_.training or not isinstance(x, torch.Tensor):
+        if self._predict_block is None or self.module_.training or not isinstance(x, torch.Tensor):
             return super().infer(x, **fit_params)
+        block = self._block_for(x.shape[1])
         n = len(x)
         padded = torch.nn.functional.pad(x, (0, 0, 0, 0, 0, -n % block))  # (n + pad, T, d + 1)
         return torch.cat([super(_SparseTokenRegressor, self).infer(chunk, **fit_params)
                           for chunk in padded.split(block)])[:n]
+
+    def _block_for(self, seq_len):
+        # fewer sequences per block when they are long, so that a block costs
+        # about what a batch of 64 short ones does; it depends on the length
+        # only, never on the batch
+        return max(1, min(self._predict_block, _BLOCK_POSITIONS // seq_len))
 
     def forward_iter(self, X, training=False, device="cpu"):
         """skorch's ``forward_iter``, with ``device="auto"`` resolved (for ``forward``).

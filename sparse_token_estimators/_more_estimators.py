@@ -185,12 +185,11 @@ class SparseTokenEncoder(_SparseTokenRegressor):
         """
         X = self._check_X(X)
         self._set_training(False)
-        block = self._predict_block
         with self._device_scope(), torch.no_grad():
             weights = []
             for batch in self.get_iterator(self.get_dataset(X), training=False):
                 x = to_tensor(unpack_data(batch)[0], self.device)
-                n = len(x)
+                n, block = len(x), self._block_for(x.shape[1])
                 padded = torch.nn.functional.pad(x, (0, 0, 0, 0, 0, -n % block))
                 noise = self.module_.draw_noise(padded)  # eval mode: one seeded draw
                 weights += [self.module_.attention(chunk, noise=noise)
