@@ -25,6 +25,11 @@ take skorch's arguments and behave as skorch's, and:
   there; only files of that pattern that no live write holds.
 - :class:`LoadInitState` starts fresh only when no checkpoint was written
   yet: a damaged checkpoint raises instead of being skipped.
+- **A resumed run can finish its plan.** As in skorch, a fit that loads a
+  checkpoint trains ``max_epochs`` epochs more (planned 12, killed at 3,
+  resumed: 15 in all). ``LoadInitState(cp, max_epochs=12)`` stops the
+  resumed fit once the history holds 12 epochs, so the run ends where it
+  was planned to, however often it was killed and started again.
 
 They are subclasses of skorch's (``isinstance`` checks and skorch's
 arguments work). They live here rather than in ``callbacks`` because they
