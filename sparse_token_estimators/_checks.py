@@ -77,8 +77,8 @@ class InputChecksMixin:
             raise TypeError(
                 f"{given}: {module.__name__} takes no argument "
                 f"{' or '.join(repr(name) for name in unknown)}. The estimator passes "
-                f"{', '.join(passed)} itself (set them as its parameters); the module takes "
-                f"{takes}. Construct the estimator without "
+                f"{', '.join(passed)} itself (from its parameters and the fitted sizes); "
+                f"the module takes {takes}. Construct the estimator without "
                 f"{', '.join(f'module__{name}' for name in unknown)}, or pass a module class "
                 "that takes it. Nothing was built or changed."
             )
