@@ -17,7 +17,7 @@ from skorch.utils import is_dataset
 from . import _device, _params
 from ._batching import TensorBatches
 from ._device import resolve_device
-from ._layout import check_target, check_tokens
+from ._layout import LAYOUT, check_target, check_tokens
 from .datasets import SparseSelectionStream
 
 
@@ -41,6 +41,7 @@ class InputChecksMixin:
         _params.validate(self._parameter_constraints, params, type(self).__name__)
         if names is None:
             self._check_routed_names()
+            self._check_module_kwargs()
             _params.check_components(self, iterators=True)
         if "device" in params:
             resolve_device(self.__dict__["device"])  # an absent GPU is a fact of the machine
@@ -51,6 +52,35 @@ class InputChecksMixin:
                 "its module in float32, the dtype X is cast to. Call "
                 "torch.set_default_dtype(torch.float32) before fit and predict (set it "
                 "back after, if other code needs float64)."
+            )
+
+    def _check_module_kwargs(self):
+        """Refuse ``module__<name>`` values the module's ``__init__`` does not take."""
+        module = self.module if isinstance(self.module, type) else None
+        routed = self.get_params_for("module")
+        if module is None or not routed:
+            return
+        try:
+            accepted = inspect.signature(module.__init__).parameters
+        except (TypeError, ValueError):
+            return
+        if any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+            return
+        unknown = sorted(set(routed) - set(accepted))
+        if unknown:
+            given = ", ".join(f"module__{name}={routed[name]!r}" for name in unknown)
+            supplied = [*self._module_params, "token_dim", "seq_len", "eval_seed"]
+            passed = [name for name in supplied if name in accepted]
+            own = [name for name in accepted if name != "self" and name not in supplied]
+            takes = (", ".join(f"module__{name}" for name in own) if own
+                     else "no argument beyond those")
+            raise TypeError(
+                f"{given}: {module.__name__} takes no argument "
+                f"{' or '.join(repr(name) for name in unknown)}. The estimator passes "
+                f"{', '.join(passed)} itself (from its parameters and the fitted sizes); "
+                f"the module takes {takes}. Construct the estimator without "
+                f"{', '.join(f'module__{name}' for name in unknown)}, or pass a module class "
+                "that takes it. Nothing was built or changed."
             )
 
     def _check_routed_names(self):
@@ -106,7 +136,7 @@ class InputChecksMixin:
                     "with the token_dim seen in fit."
                 )
         else:
-            X = check_tokens(X, token_dim=self.token_dim_ if continues else None)
+            X = self._check_tokens(X, token_dim=self.token_dim_ if continues else None)
             y = check_target(y, X)
             token_dim, seq_len, where = X.shape[2] - 1, X.shape[1], f"X of shape {X.shape}"
         if continues:
@@ -162,6 +192,24 @@ class InputChecksMixin:
                 f"batch would be copied. Make the stream with device={requested!r}."
             )
 
+    def _check_tokens(self, X, *, token_dim):
+        """``check_tokens``, with the estimator's sizes in the messages of two mistakes."""
+        check_lengths(X)
+        shape = None
+        if isinstance(X, np.ndarray) or hasattr(X, "detach") or hasattr(X, "to_numpy"):
+            shape = X.shape  # an array, tensor or DataFrame (a sparse matrix: check_tokens)
+        elif isinstance(X, (list, tuple)):
+            try:
+                shape = np.shape(X)
+            except ValueError:  # ragged deeper down: check_tokens says so
+                pass
+        if shape is not None and len(shape) == 2:
+            sizes = {name: getattr(self, name, None) or self.__dict__.get(name + "_")
+                     for name in ("seq_len", "token_dim")}
+            table = hasattr(X, "columns") and hasattr(X, "to_numpy")  # a pandas DataFrame
+            raise ValueError(flat_table_message(tuple(shape), **sizes, table=table))
+        return check_tokens(X, token_dim=token_dim)
+
     def _check_seq_len(self, seq_len, *, fitting):
         """Raise if this estimator cannot take sequences of ``seq_len``."""
 
@@ -178,7 +226,60 @@ class InputChecksMixin:
         self._check_params(_params.PREDICTION)
         if is_dataset(X):  # skorch's validation split (EpochScoring), checked at fit
             return X
-        X = check_tokens(X, token_dim=self.token_dim_)
+        X = self._check_tokens(X, token_dim=self.token_dim_)
         self._check_seq_len(X.shape[1], fitting=False)
         return X
 
+
+
+def check_lengths(X):
+    """Refuse a list of sequences of different lengths, saying what to do."""
+    if not isinstance(X, (list, tuple)) or len(X) < 2:
+        return
+    lengths = []
+    for sequence in X:
+        try:
+            lengths.append(len(sequence))
+        except TypeError:
+            return  # not a list of sequences: check_tokens says what it is
+    if len(set(lengths)) > 1:
+        shown = sorted(set(lengths))
+        lengths = ", ".join(map(str, shown[:5])) + (", ..." if len(shown) > 5 else "")
+        raise ValueError(
+            f"X must be a numeric array of shape {LAYOUT}, every sequence of one length; it "
+            f"is a list of {len(X)} sequences of different lengths ({lengths}). Predict each "
+            "length separately: group the sequences by length and call predict on "
+            "np.stack(group) for each group."
+        )
+
+
+def flat_table_message(shape, seq_len=None, token_dim=None, table=False):
+    """What to say about a 2-D ``X`` of ``shape`` (``table``: a pandas DataFrame).
+
+    A flattened table (one sequence per row, as ``FlattenTokens`` writes it)
+    and a single sequence (one position per row) are both 2-D; the sizes the
+    estimator knows (``seq_len``, ``token_dim``) say which it is, where they can.
+    """
+    n, width = shape
+    what = "pandas DataFrame" if table else "array"
+    values = "X.to_numpy()" if table else "X"
+    head = (f"X must be a 3-D array of shape {LAYOUT}, as returned by make_sparse_selection; "
+            f"got an array of shape {shape}.")
+    channels = None if token_dim is None else token_dim + 1
+    single = f"a single sequence of shape (seq_len, token_dim + 1) needs a leading axis: " \
+             f"{values}[np.newaxis]"
+    if channels is not None and width == channels and not table:
+        return f"{head} It looks like {single}."
+    if seq_len is not None and channels is not None and width == seq_len * channels:
+        reshape, exact = f"{values}.reshape({n}, {seq_len}, {channels})", True
+    elif channels is not None and width % channels == 0:
+        reshape, exact = f"{values}.reshape({n}, {width // channels}, {channels})", False
+    else:
+        reshape, exact = f"{values}.reshape(n_samples, seq_len, token_dim + 1)", False
+    flattened = (f"A flattened {what} of shape (n_samples, seq_len * (token_dim + 1)), one "
+                 "sequence per row with the channels of each position side by side (as "
+                 f"FlattenTokens writes it), needs {reshape} (see the data layout page of the "
+                 "user guide), or the inverse_transform of the FlattenTokens that flattened it")
+    if exact or table:
+        return f"{head} {flattened}."
+    return f"{head} {flattened}; {single}."

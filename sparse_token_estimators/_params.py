@@ -359,7 +359,9 @@ def check_components(net, overrides=None, *, iterators=False):
     ``iterators`` also ``iterator_train__*`` / ``iterator_valid__*``) reach
     torch only when a fit builds them, after the module: a bad one would fail
     there. Building throwaway copies first refuses it before anything is
-    changed. ``overrides`` are values about to be set (``set_params``).
+    changed. ``overrides`` are values about to be set (``set_params``),
+    ``optimizer`` and ``criterion`` among them: routed values are checked
+    against the classes they will reach.
 
     Raises
     ------
@@ -372,28 +374,30 @@ def check_components(net, overrides=None, *, iterators=False):
     from ._batching import TensorBatches
 
     overrides = overrides or {}
+    criterion_class = overrides.get("criterion", net.criterion)
+    optimizer_class = overrides.get("optimizer", net.optimizer)
     kwargs = _routed(net, "criterion", overrides)
     try:
-        criterion = net.criterion(**kwargs)
-        if getattr(net.criterion, "__module__", "").startswith("torch.nn"):
+        criterion = criterion_class(**kwargs)
+        if getattr(criterion_class, "__module__", "").startswith("torch.nn"):
             # torch's losses check ``reduction`` only when called
             criterion(torch.zeros(2, 1), torch.zeros(2, 1))
     except (TypeError, ValueError, RuntimeError) as exc:
         if kwargs:
-            raise _refused(net, "criterion", kwargs, net.criterion, exc) from None
+            raise _refused(net, "criterion", kwargs, criterion_class, exc) from None
     kwargs = _routed(net, "optimizer", overrides)
     kwargs.pop("param_groups", None)  # skorch's, not the optimizer's
     try:
-        net.optimizer([torch.zeros(1, requires_grad=True)],
-                      **{"lr": overrides.get("lr", net.lr), **kwargs})
+        optimizer_class([torch.zeros(1, requires_grad=True)],
+                        **{"lr": overrides.get("lr", net.lr), **kwargs})
     except (TypeError, ValueError, RuntimeError) as exc:
         if not kwargs:
             raise ValueError(
                 f"lr={overrides.get('lr', net.lr)!r} is refused by optimizer="
-                f"{getattr(net.optimizer, '__name__', net.optimizer)}: {exc} Pass a "
+                f"{getattr(optimizer_class, '__name__', optimizer_class)}: {exc} Pass a "
                 "learning rate it accepts, e.g. lr=0.01. Nothing was changed."
             ) from None
-        raise _refused(net, "optimizer", kwargs, net.optimizer, exc) from None
+        raise _refused(net, "optimizer", kwargs, optimizer_class, exc) from None
     if not iterators:
         return
     scratch = TensorDataset(torch.zeros(2, 1), torch.zeros(2, 1))

@@ -172,6 +172,20 @@ class AttentionPooling(nn.Module):
         self.c_kv = nn.Linear(d_model, 2 * d_model)
         self.c_proj = nn.Linear(d_model, d_model)
 
+    def weights(self, x):
+        """The query's softmax weights over the T positions, per head: (B, nh, T).
+
+        What ``forward`` averages the values with (scaled dot products, as
+        ``scaled_dot_product_attention`` computes them); each row sums to 1.
+        """
+        B, T, C = x.shape  # (B, T, C)
+        hs = C // self.n_heads
+        k, _ = self.c_kv(x).split(C, dim=2)  # (B, T, C)
+        k = k.view(B, T, self.n_heads, hs).transpose(1, 2)  # (B, nh, T, hs)
+        q = self.query.view(1, self.n_heads, 1, hs)  # (1, nh, 1, hs)
+        scores = (q @ k.transpose(-1, -2)).squeeze(2) / math.sqrt(hs)  # (B, nh, T)
+        return torch.softmax(scores, dim=-1)
+
     def forward(self, x):
         B, T, C = x.shape  # (B, T, C)
         hs = C // self.n_heads
@@ -282,6 +296,26 @@ class TransformerEncoder(nn.Module):
         shape = (1, B, T) if self.training else (1, 1, T)
         return self.positions(shape, noise)[0]  # (B or 1, T, C)
 
+    def _encode(self, X, noise):
+        x = self.embed(X)  # (B, T, C): tokens and indicator together
+        P = self._positional_vectors(X, noise)
+        if P is not None:
+            x = x + P  # (B, T, C)
+        for block in self.blocks:
+            x = block(x)  # (B, T, C)
+        return self.ln_f(x)  # (B, T, C)
+
+    def attention(self, X, noise=None):
+        """The pooling query's weights over the T positions, averaged over heads: (B, T).
+
+        Each row sums to 1: how much of each position's vector the pooled
+        vector (and so the prediction) is made of, as the paper's model's
+        ``attention`` says how much of each token its output is. The
+        self-attention of the blocks (T x T per head and layer) is not
+        returned. ``noise`` as in ``forward``.
+        """
+        return self.pool.weights(self._encode(X, noise)).mean(1)  # (B, nh, T) -> (B, T)
+
     def forward(self, X, noise=None):
         """Predict from ``X`` of shape (B, T, d + 1); returns (B, d).
 
@@ -289,13 +323,7 @@ class TransformerEncoder(nn.Module):
         mode; when None it is drawn here (from the global generator in
         training).
         """
-        x = self.embed(X)  # (B, T, C): tokens and indicator together
-        P = self._positional_vectors(X, noise)
-        if P is not None:
-            x = x + P  # (B, T, C)
-        for block in self.blocks:
-            x = block(x)  # (B, T, C)
-        return self.head(self.pool(self.ln_f(x)))  # (B, T, C) -> (B, C) -> (B, d)
+        return self.head(self.pool(self._encode(X, noise)))  # (B, T, C) -> (B, C) -> (B, d)
 
 
 class RecurrentNet(nn.Module):

@@ -2,6 +2,7 @@
 and a stream of fresh samples drawn on the device."""
 
 import numbers
+import os
 
 import numpy as np
 import torch
@@ -44,6 +45,34 @@ def _as_generator(random_state):
     if isinstance(random_state, np.random.Generator):
         return random_state
     return np.random.default_rng(random_state.randint(np.iinfo(np.int32).max))
+
+
+def _memory(device=None):
+    """Bytes of memory on ``device`` (the host's RAM for the CPU); None if unknown."""
+    if device is not None and torch.device(device).type == "cuda":
+        return torch.cuda.get_device_properties(torch.device(device)).total_memory
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _size(n_bytes):
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n_bytes < 1024 or unit == "PiB":
+            return f"{n_bytes:.3g} {unit}" if unit != "bytes" else f"{n_bytes} bytes"
+        n_bytes /= 1024
+
+
+def _check_fits_memory(n_bytes, what, fix, device=None):
+    """Refuse, before anything is allocated, an array larger than the memory there is."""
+    available = _memory(device)
+    if available is not None and n_bytes > available:
+        where = "the GPU's" if device is not None and "cuda" in str(device) else "this machine's"
+        raise MemoryError(
+            f"{what} would need {_size(n_bytes)}, more than {where} {_size(available)} of "
+            f"memory. {fix}"
+        )
 
 
 def _check_task(n_samples, seq_len, token_dim, n_selected):
@@ -125,6 +154,13 @@ def make_sparse_selection(
             f"{type(return_support).__name__}. With True, the positions of the "
             "selected tokens are returned as a third array."
         )
+    # X in float32 and the (n, T) mask of the subsets drawn beside it
+    _check_fits_memory(
+        n_samples * seq_len * (4 * (token_dim + 1) + 1),
+        f"make_sparse_selection(n_samples={n_samples}, seq_len={seq_len}, "
+        f"token_dim={token_dim})",
+        "Lower seq_len or n_samples, or train on a SparseSelectionStream, which draws "
+        "batch by batch.")
     rng = _as_generator(random_state)
 
     X = np.empty((n_samples, seq_len, token_dim + 1), dtype=np.float32)
@@ -254,8 +290,14 @@ class SparseSelectionStream(IterableDataset):
         self.n_selected = n_selected
         self.n_samples = n_samples
         self.random_state = _check_random_state(random_state)
-        resolve_device(device)  # a bad or absent device fails here, not at fit
+        resolved = resolve_device(device)  # a bad or absent device fails here, not at fit
         self.device = device
+        _check_fits_memory(self._batch_bytes(1), f"One sequence of seq_len={seq_len} and "
+                           f"token_dim={token_dim}", "Lower seq_len.", resolved)
+
+    def _batch_bytes(self, batch_size):
+        # the tokens, the subsets' mask and the concatenated batch, in float32
+        return batch_size * self.seq_len * 4 * (2 * (self.token_dim + 1) + 1)
 
     def __len__(self):
         return self.n_samples
@@ -301,6 +343,11 @@ class SparseSelectionStream(IterableDataset):
         """
         batch_size = check_int(batch_size, "batch_size")
         device = resolve_device(self.device)
+        _check_fits_memory(
+            self._batch_bytes(min(batch_size, self.n_samples)),
+            f"A batch of {min(batch_size, self.n_samples)} sequences of "
+            f"seq_len={self.seq_len} and token_dim={self.token_dim}",
+            "Lower the estimator's batch_size, or seq_len.", device)
         # Once per epoch, on the host: the seed of this epoch's device generator.
         mix = 0
         if generator is not None:

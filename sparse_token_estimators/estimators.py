@@ -80,6 +80,15 @@ class SparseTokenTransformer(_SparseTokenRegressor):
         same.
     output_map : bool, default=False
         Add a trainable linear map after the attention (off in the paper).
+        Without it the prediction is a convex combination of the tokens (the
+        attention weights are positive and sum to 1), so it cannot rescale
+        or shift them: a target on another scale than the tokens' averages,
+        such as the standardised y of
+        ``TransformedTargetRegressor(SparseTokenTransformer(),
+        transformer=StandardScaler())``, is out of its reach, and such a
+        meta-estimator scores lower than the model on y as it is. Use
+        ``output_map=True`` with a transformed target (the map learns the
+        rescaling), or leave y untransformed.
     random_state : int, RandomState or None, default=None
         Seeds the initial weights, the training positional draws, the shuffling
         and the prediction draws: the same int gives the same fitted model.
@@ -299,6 +308,7 @@ class SparseTokenFCN(_SparseTokenRegressor):
     _parameter_constraints = _params.FCN
     _module_params = ("hidden_width", "n_hidden_layers")
     _sizes = ("seq_len", "token_dim")
+    _predict_block = 64
 
     def __init__(self, module=FullyConnectedNet, *, seq_len=None, token_dim=None,
                  hidden_width=256, n_hidden_layers=1, random_state=None,
@@ -326,3 +336,12 @@ class SparseTokenFCN(_SparseTokenRegressor):
     def _module_kwargs(self):
         return {**super()._module_kwargs(), "seq_len": self.seq_len_,
                 "token_dim": self.token_dim_}
+
+    @property
+    def predict_attention(self):
+        # absent (hasattr is False), with the reason, rather than a generic AttributeError
+        raise AttributeError(
+            "SparseTokenFCN has no predict_attention: a fully-connected net has no attention "
+            "weights over the positions. SparseTokenTransformer and SparseTokenEncoder offer "
+            "predict_attention."
+        )

@@ -16,7 +16,8 @@ class FlattenTokens(TransformerMixin, BaseEstimator):
 
     Puts any scikit-learn regressor (Ridge, MLPRegressor, ...) in a pipeline on
     the sparse token selection task, tokens and indicator together, like the
-    fully-connected net sees them.
+    fully-connected net sees them. ``inverse_transform`` is the way back to
+    the 3-D layout the package's estimators take.
 
     Examples
     --------
@@ -81,6 +82,46 @@ class FlattenTokens(TransformerMixin, BaseEstimator):
         if isinstance(given, np.ndarray) and np.may_share_memory(flat, given):
             flat = flat.copy()
         return flat
+
+    def inverse_transform(self, X):
+        """Put a flattened table back into the 3-D layout: the inverse of ``transform``.
+
+        The public way back from the 2-D layout, e.g. for a table stored
+        flattened that an estimator of the package should read.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, seq_len * (token_dim + 1))
+            Rows as ``transform`` writes them (a pandas DataFrame too).
+
+        Returns
+        -------
+        X_3d : ndarray of shape (n_samples, seq_len, token_dim + 1), float32
+            Checked as the estimators check their input (finite, a 0/1 indicator).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sparse_token_estimators import make_sparse_selection, FlattenTokens
+        >>> X, _ = make_sparse_selection(5, seq_len=10, token_dim=4, random_state=0)
+        >>> flatten = FlattenTokens().fit(X)
+        >>> np.array_equal(flatten.inverse_transform(flatten.transform(X)), X)
+        True
+        """
+        check_is_fitted(self)
+        if hasattr(X, "to_numpy"):
+            X = X.to_numpy()
+        X = np.asarray(X.detach().cpu() if hasattr(X, "detach") else X)
+        width = self.seq_len_ * self.n_features_in_
+        if X.ndim != 2 or X.shape[1] != width:
+            raise ValueError(
+                f"FlattenTokens.inverse_transform takes a 2-D table of shape (n_samples, "
+                f"{width}) (seq_len * (token_dim + 1) = {self.seq_len_} * "
+                f"{self.n_features_in_}, as fitted); got shape {X.shape}. Pass rows written "
+                "by transform of a FlattenTokens fitted on sequences of this size."
+            )
+        return check_tokens(X.reshape(len(X), self.seq_len_, self.n_features_in_),
+                            token_dim=self.n_features_in_ - 1)
 
     def get_feature_names_out(self, input_features=None):
         """Names of the flattened columns: ``t{position}_x{channel}`` and ``t{position}_selected``.
