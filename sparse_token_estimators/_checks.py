@@ -17,7 +17,7 @@ from skorch.utils import is_dataset
 from . import _device, _params
 from ._batching import TensorBatches
 from ._device import resolve_device
-from ._layout import check_target, check_tokens
+from ._layout import check_target, check_tokens, count_queries
 from .datasets import SparseSelectionStream
 
 
@@ -98,7 +98,9 @@ class InputChecksMixin:
         """Validate the training data against the parameters; return it and its sizes."""
         if isinstance(X, SparseSelectionStream):
             self._check_stream(X, y)
+            self._check_stream_layout(X, continues)
             token_dim, seq_len, where = X.token_dim, X.seq_len, "the stream"
+            n_selected = X.n_selected if self.layout == "query" else None
             if continues and token_dim != self.token_dim_:
                 raise ValueError(
                     f"The stream has token_dim {token_dim}, but the estimator was "
@@ -106,9 +108,14 @@ class InputChecksMixin:
                     "with the token_dim seen in fit."
                 )
         else:
-            X = check_tokens(X, token_dim=self.token_dim_ if continues else None)
+            n_selected = self._n_selected_to_check(continues)
+            X = check_tokens(X, token_dim=self.token_dim_ if continues else None,
+                             layout=self.layout, n_selected=n_selected)
             y = check_target(y, X)
-            token_dim, seq_len, where = X.shape[2] - 1, X.shape[1], f"X of shape {X.shape}"
+            if self.layout == "query" and n_selected is None:
+                n_selected = count_queries(X)  # learned, as token_dim is
+            token_dim, seq_len, where = (X.shape[2] - 1, X.shape[1] - (n_selected or 0),
+                                         f"X of shape {X.shape}")
         if continues:
             self._check_seq_len(seq_len, fitting=False)
         else:
@@ -121,7 +128,30 @@ class InputChecksMixin:
                         f"data, or pass data with {name} {given}."
                     )
             self._check_seq_len(seq_len, fitting=True)
-        return X, y, (token_dim, seq_len)
+        return X, y, (token_dim, seq_len, n_selected)
+
+    def _n_selected_to_check(self, continues):
+        """The query rows' count X must have: fitted, given, or None (learned)."""
+        if self.layout != "query":
+            return None
+        return self.n_selected_ if continues else self.n_selected
+
+    def _check_stream_layout(self, stream, continues):
+        if stream.layout != self.layout:
+            raise ValueError(
+                f"The stream draws the {stream.layout} layout, but {type(self).__name__} "
+                f"was given layout={self.layout!r}. Make the stream with "
+                f"layout={self.layout!r}, or set layout={stream.layout!r}."
+            )
+        expected = self._n_selected_to_check(continues)
+        if expected is not None and stream.n_selected != expected:
+            raise ValueError(
+                f"The stream has n_selected {stream.n_selected}, but "
+                f"{type(self).__name__} {'was fitted with' if continues else 'was given'} "
+                f"n_selected={expected}: in the query layout it is the number of query "
+                f"rows. Make the stream with n_selected={expected}, or set "
+                "n_selected=None to learn it."
+            )
 
     def _check_stream(self, stream, y):
         if y is not None:
@@ -178,7 +208,9 @@ class InputChecksMixin:
         self._check_params(_params.PREDICTION)
         if is_dataset(X):  # skorch's validation split (EpochScoring), checked at fit
             return X
-        X = check_tokens(X, token_dim=self.token_dim_)
-        self._check_seq_len(X.shape[1], fitting=False)
+        query = self.layout == "query"
+        X = check_tokens(X, token_dim=self.token_dim_, layout=self.layout,
+                         n_selected=self.n_selected_ if query else None)
+        self._check_seq_len(X.shape[1] - (self.n_selected_ if query else 0), fitting=False)
         return X
 

@@ -87,6 +87,8 @@ class PersistenceMixin:
         for name, value in params.items():
             if not _params.is_structural(name):
                 continue
+            if name == "n_selected" and params.get("layout") != "query":
+                continue  # shapes nothing in the indicator layout
             if value is None:
                 value = self.__dict__.get(name + "_")
             checked[name] = _plain(value)
@@ -112,6 +114,8 @@ class PersistenceMixin:
                 f"format {FORMAT_VERSION}. Nothing was loaded. Upgrade the package to load it."
             )
         ours = self._weights_metadata()
+        # weights saved before the query layout were saved in the indicator layout
+        saved = {**saved, "params": {"layout": "indicator", **saved["params"]}}
         kind, mine = saved.get("estimator"), type(self).__name__
         differences, fix = [], {}
         if kind != mine:  # every parameter differs: name the kind, construct it whole
@@ -129,6 +133,12 @@ class PersistenceMixin:
         if not differences:
             return
         construct = f"{kind}({_signature(fix)})"
+        layouts = (saved["params"].get("layout"), ours["params"].get("layout"))
+        if kind == mine and layouts[0] != layouts[1]:
+            differences.append(
+                f"(the layout says what the rows of X are: weights trained on the "
+                f"{layouts[0]} layout do not read the {layouts[1]} layout's rows; "
+                "to_query_layout and to_indicator_layout convert the data)")
         raise ValueError(
             f"Cannot load {what} into this {mine}: the weights were saved by a {kind} with "
             f"other parameters:\n  " + "\n  ".join(differences) + "\nNothing was loaded; the "
