@@ -176,7 +176,7 @@ def check_tokens(X, *, token_dim=None, layout="indicator", n_selected=None):
         )
     if layout == "query":
         _check_query_rows(original, count_queries(original) if n_selected is None
-                          else n_selected)
+                          else check_int(n_selected, "n_selected"))
         return X
     # Checked as given, before the cast: float64 values such as 1 + 1e-9 or
     # 1e-50 would round to 1.0 or 0.0. One strided pass; the checks below
