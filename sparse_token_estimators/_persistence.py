@@ -120,7 +120,8 @@ class PersistenceMixin:
         differences, fix = [], {}
         if kind != mine:  # every parameter differs: name the kind, construct it whole
             differences.append(f"estimator: saved {kind}, this is a {mine}")
-            fix = {name: value for name, value in saved["params"].items() if name != "module"}
+            fix = {name: value for name, value in saved["params"].items() if name != "module"
+                   and (name, value) != ("layout", "indicator")}  # the default, unsaid
         else:
             names = [*saved["params"], *(n for n in ours["params"] if n not in saved["params"])]
             for name in names:
