@@ -110,7 +110,7 @@ class InputChecksMixin:
         else:
             n_selected = self._n_selected_to_check(continues)
             X = check_tokens(X, token_dim=self.token_dim_ if continues else None,
-                             layout=self.layout, n_selected=n_selected)
+                             **self._layout_rules(n_selected))
             y = check_target(y, X)
             if self.layout == "query" and n_selected is None:
                 n_selected = count_queries(X)  # learned, as token_dim is
@@ -129,6 +129,12 @@ class InputChecksMixin:
                     )
             self._check_seq_len(seq_len, fitting=True)
         return X, y, (token_dim, seq_len, n_selected)
+
+    def _layout_rules(self, n_selected):
+        """``check_tokens``' layout keywords (none in the default indicator layout)."""
+        if self.layout != "query":
+            return {}
+        return {"layout": "query", "n_selected": n_selected}
 
     def _n_selected_to_check(self, continues):
         """The query rows' count X must have: fitted, given, or None (learned)."""
@@ -209,8 +215,8 @@ class InputChecksMixin:
         if is_dataset(X):  # skorch's validation split (EpochScoring), checked at fit
             return X
         query = self.layout == "query"
-        X = check_tokens(X, token_dim=self.token_dim_, layout=self.layout,
-                         n_selected=self.n_selected_ if query else None)
+        X = check_tokens(X, token_dim=self.token_dim_,
+                         **self._layout_rules(self.n_selected_ if query else None))
         self._check_seq_len(X.shape[1] - (self.n_selected_ if query else 0), fitting=False)
         return X
 
