@@ -515,3 +515,47 @@ def test_a_positional_code_selects(selection_task):
     # trained at T = 8, it predicts at 2 T: queries name positions up to 16
     long = make_sparse_selection(1000, 16, 4, 2, layout="query", random_state=2)
     assert paper.score(*long) > 2 / 16 + 0.4
+
+
+# -- threads and transactions, in this layout too ------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["transformer-randomized", "encoder-stochastic", "rnn-lstm"])
+def test_predict_from_four_threads_is_the_sequential_prediction(name):
+    from concurrent.futures import ThreadPoolExecutor
+
+    est = ESTIMATORS[name]().fit(*query_task())
+    attributes = dict(vars(est))
+    inputs = [query_task(n=20, seed=1)[0], query_task(n=20, seq_len=2 * T, seed=2)[0]] * 4
+    if name == "transformer-randomized":
+        inputs = inputs[::2]  # its table holds 16 positions: one length
+    sequential = [est.predict(X_in) for X_in in inputs]
+    with ThreadPoolExecutor(4) as pool:
+        concurrent = list(pool.map(est.predict, inputs))
+    for a, b in zip(sequential, concurrent):
+        assert_array_equal(a, b)
+    assert vars(est).keys() == attributes.keys()
+    assert all(vars(est)[key] is value for key, value in attributes.items())
+
+
+@pytest.mark.parametrize("name", ["transformer-stochastic", "fcn", "encoder-rope"])
+def test_a_failing_call_leaves_the_fitted_estimator_as_it_was(name):
+    from skorch.callbacks import Callback
+
+    class Raise(Callback):
+        def on_batch_begin(self, net, training=False, **kwargs):
+            raise RuntimeError("a callback's bug")
+
+    X, y = query_task()
+    est = ESTIMATORS[name]().fit(X, y)
+    before = {k: v.clone() for k, v in est.module_.state_dict().items()}
+    prediction = est.predict(X)
+    with pytest.raises(ValueError, match=r"X\[3, 7, -1\] = 0.0 is not a position"):
+        est.partial_fit(broken(7, -1, 0.0), y[:8])
+    est.set_params(callbacks=[Raise()])
+    with pytest.raises(RuntimeError, match="a callback's bug"):
+        est.partial_fit(X, y)
+    for key, value in est.module_.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    assert est.n_selected_ == Q and est.layout == "query"
+    assert_array_equal(est.predict(X), prediction)
