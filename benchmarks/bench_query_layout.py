@@ -8,6 +8,10 @@ predicting the mean of all tokens scores q / T, and a model symmetric in the
 token rows (the encoder without positions) cannot do better::
 
     python benchmarks/bench_query_layout.py --layouts query indicator
+
+``--stream`` trains on fresh sequences every epoch (a ``SparseSelectionStream``
+of ``--n-train`` per epoch) instead of one fixed training set, and
+``--models`` picks models by the start of their names (e.g. ``--models GRU FCN``).
 """
 
 import argparse
@@ -16,6 +20,7 @@ import time
 import torch
 
 from sparse_token_estimators import (
+    SparseSelectionStream,
     SparseTokenEncoder,
     SparseTokenFCN,
     SparseTokenRNN,
@@ -49,17 +54,25 @@ def main():
     p.add_argument("--epochs", type=int, default=60)
     p.add_argument("--layouts", nargs="+", default=["query"], choices=["query", "indicator"])
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--stream", action="store_true")
+    p.add_argument("--models", nargs="*", default=None)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     T, d, q = args.seq_len, args.token_dim, args.n_selected
     print(f"T = {T}, d = {d}, q = {q}: {args.n_train} training sequences (seed 0), "
-          f"{args.n_val} held out (seed 1), {args.epochs} epochs of batch 128; "
+          f"{args.n_val} held out (seed 1), {args.epochs} epochs of batch 128"
+          f"{' (fresh sequences every epoch)' if args.stream else ''}; "
           f"q / T = {q / T:.4f}")
     rows = {}
     for layout in args.layouts:
         train = make_sparse_selection(args.n_train, T, d, q, layout=layout, random_state=0)
+        if args.stream:
+            train = (SparseSelectionStream(T, d, q, n_samples=args.n_train, random_state=0,
+                                           device="cpu", layout=layout), None)
         val = make_sparse_selection(args.n_val, T, d, q, layout=layout, random_state=1)
         for name, est in models(T, args.epochs, layout).items():
+            if args.models and not name.startswith(tuple(args.models)):
+                continue
             start = time.perf_counter()
             est.fit(*train)
             rows.setdefault(name, {})[layout] = (est.score(*val), time.perf_counter() - start)
