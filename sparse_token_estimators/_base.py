@@ -72,7 +72,8 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
     def __init__(self, module, *, token_dim=None, random_state=None,
                  optimizer=torch.optim.Adam, lr=0.01, max_epochs=30, batch_size=256,
                  iterator_train=TensorBatches, iterator_valid=TensorBatches,
-                 train_split=None, verbose=0, device="auto", **kwargs):
+                 train_split=None, verbose=0, device="auto", layout="indicator",
+                 n_selected=None, **kwargs):
         kwargs.setdefault("iterator_train__shuffle", True)
         super().__init__(
             module, optimizer=optimizer, lr=lr, max_epochs=max_epochs,
@@ -82,6 +83,8 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         )
         self.token_dim = token_dim
         self.random_state = random_state
+        self.layout = layout
+        self.n_selected = n_selected
 
     # -- scikit-learn and skorch conventions --------------------------------------
 
@@ -164,13 +167,33 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
                 f"{type(self).__name__}({', '.join(f'{n}=8' for n in missing)})"
                 ".initialize()), or call fit(X, y)."
             )
-        return sizes["token_dim"], sizes["seq_len"]
+        return sizes["token_dim"], sizes["seq_len"], self._n_selected_from_params()
+
+    def _n_selected_from_params(self):
+        # The query layout's q says where the tokens end (T = rows - q): a size
+        # the module needs, as token_dim; the indicator layout has none.
+        if self.layout != "query":
+            return None
+        n_selected = self.n_selected
+        if n_selected is None:
+            n_selected = self.__dict__.get("n_selected_")
+        if n_selected is None:
+            raise ValueError(
+                f"{type(self).__name__}.initialize() builds the module without data, and "
+                "in the query layout it needs n_selected, the number q of query rows "
+                "after the tokens (learned from X at fit when None). Pass n_selected=... "
+                f"(e.g. {type(self).__name__}(layout='query', n_selected=3, ...)."
+                "initialize()), or call fit(X, y)."
+            )
+        return n_selected
 
     def _initialize(self, sizes):
         """Build module, criterion, optimizer, callbacks and history for ``sizes``."""
         rng = check_random_state(self.random_state)
         self._seeds_ = rng.randint(np.iinfo(np.int32).max, size=3).tolist()
-        self.token_dim_, self.seq_len_ = sizes
+        self.token_dim_, self.seq_len_ = sizes[:2]
+        # the query rows' count (query layout; None in the indicator layout)
+        self.n_selected_ = sizes[2] if len(sizes) > 2 else None
         self.n_features_in_ = self.token_dim_ + 1
         super().initialize()
         self.torch_rng_ = torch.Generator(device=self.device).manual_seed(self._seeds_[1])

@@ -17,7 +17,7 @@ from skorch.utils import is_dataset
 from . import _device, _params
 from ._batching import TensorBatches
 from ._device import resolve_device
-from ._layout import LAYOUT, check_target, check_tokens
+from ._layout import LAYOUT, check_target, check_tokens, count_queries
 from .datasets import SparseSelectionStream
 
 
@@ -128,7 +128,9 @@ class InputChecksMixin:
         """Validate the training data against the parameters; return it and its sizes."""
         if isinstance(X, SparseSelectionStream):
             self._check_stream(X, y)
+            self._check_stream_layout(X, continues)
             token_dim, seq_len, where = X.token_dim, X.seq_len, "the stream"
+            n_selected = X.n_selected if self.layout == "query" else None
             if continues and token_dim != self.token_dim_:
                 raise ValueError(
                     f"The stream has token_dim {token_dim}, but the estimator was "
@@ -136,9 +138,14 @@ class InputChecksMixin:
                     "with the token_dim seen in fit."
                 )
         else:
-            X = self._check_tokens(X, token_dim=self.token_dim_ if continues else None)
+            n_selected = self._n_selected_to_check(continues)
+            X = self._check_tokens(X, token_dim=self.token_dim_ if continues else None,
+                                   **self._layout_rules(n_selected))
             y = check_target(y, X)
-            token_dim, seq_len, where = X.shape[2] - 1, X.shape[1], f"X of shape {X.shape}"
+            if self.layout == "query" and n_selected is None:
+                n_selected = count_queries(X)  # learned, as token_dim is
+            token_dim, seq_len, where = (X.shape[2] - 1, X.shape[1] - (n_selected or 0),
+                                         f"X of shape {X.shape}")
         if continues:
             self._check_seq_len(seq_len, fitting=False)
         else:
@@ -151,7 +158,36 @@ class InputChecksMixin:
                         f"data, or pass data with {name} {given}."
                     )
             self._check_seq_len(seq_len, fitting=True)
-        return X, y, (token_dim, seq_len)
+        return X, y, (token_dim, seq_len, n_selected)
+
+    def _layout_rules(self, n_selected):
+        """``check_tokens``' layout keywords (none in the default indicator layout)."""
+        if self.layout != "query":
+            return {}
+        return {"layout": "query", "n_selected": n_selected}
+
+    def _n_selected_to_check(self, continues):
+        """The query rows' count X must have: fitted, given, or None (learned)."""
+        if self.layout != "query":
+            return None
+        return self.n_selected_ if continues else self.n_selected
+
+    def _check_stream_layout(self, stream, continues):
+        if stream.layout != self.layout:
+            raise ValueError(
+                f"The stream draws the {stream.layout} layout, but {type(self).__name__} "
+                f"was given layout={self.layout!r}. Make the stream with "
+                f"layout={self.layout!r}, or set layout={stream.layout!r}."
+            )
+        expected = self._n_selected_to_check(continues)
+        if expected is not None and stream.n_selected != expected:
+            raise ValueError(
+                f"The stream has n_selected {stream.n_selected}, but "
+                f"{type(self).__name__} {'was fitted with' if continues else 'was given'} "
+                f"n_selected={expected}: in the query layout it is the number of query "
+                f"rows. Make the stream with n_selected={expected}, or set "
+                "n_selected=None to learn it."
+            )
 
     def _check_stream(self, stream, y):
         if y is not None:
@@ -192,7 +228,7 @@ class InputChecksMixin:
                 f"batch would be copied. Make the stream with device={requested!r}."
             )
 
-    def _check_tokens(self, X, *, token_dim):
+    def _check_tokens(self, X, *, token_dim, **rules):
         """``check_tokens``, with the estimator's sizes in the messages of two mistakes."""
         check_lengths(X)
         shape = None
@@ -208,7 +244,7 @@ class InputChecksMixin:
                      for name in ("seq_len", "token_dim")}
             table = hasattr(X, "columns") and hasattr(X, "to_numpy")  # a pandas DataFrame
             raise ValueError(flat_table_message(tuple(shape), **sizes, table=table))
-        return check_tokens(X, token_dim=token_dim)
+        return check_tokens(X, token_dim=token_dim, **rules)
 
     def _check_seq_len(self, seq_len, *, fitting):
         """Raise if this estimator cannot take sequences of ``seq_len``."""
@@ -226,8 +262,10 @@ class InputChecksMixin:
         self._check_params(_params.PREDICTION)
         if is_dataset(X):  # skorch's validation split (EpochScoring), checked at fit
             return X
-        X = self._check_tokens(X, token_dim=self.token_dim_)
-        self._check_seq_len(X.shape[1], fitting=False)
+        query = self.layout == "query"
+        X = self._check_tokens(X, token_dim=self.token_dim_,
+                               **self._layout_rules(self.n_selected_ if query else None))
+        self._check_seq_len(X.shape[1] - (self.n_selected_ if query else 0), fitting=False)
         return X
 
 

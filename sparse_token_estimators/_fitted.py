@@ -69,7 +69,9 @@ class FittedStateMixin:
         built, now = built["structure"], self._structure()
         changes = []
         for name in sorted(set(built) | set(now)):
-            if name in ("token_dim", "seq_len"):
+            if name == "n_selected" and now.get("layout") != "query":
+                continue  # the indicator layout has no query rows: q shapes nothing
+            if name in ("token_dim", "seq_len", "n_selected"):
                 # None learns the size: only a given size can differ from the fitted one
                 fitted = self.__dict__.get(name + "_")
                 if now.get(name) is not None and now[name] != fitted:
@@ -200,6 +202,15 @@ class FittedStateMixin:
             self._built_with_["compile"] = wanted
 
     def __setstate__(self, state):
+        built = state.get("_built_with_")
+        if built is not None:
+            # pickled before the query layout: built in the indicator layout
+            built["structure"].setdefault("layout", "indicator")
+            built["structure"].setdefault("n_selected", None)
+        for name, default in (("layout", "indicator"), ("n_selected", None)):
+            state.setdefault(name, default)
+        if "module_" in state:
+            state.setdefault("n_selected_", None)
         super().__setstate__(state)
         if "module_" in self.__dict__ and "_built_with_" in self.__dict__:
             self._apply_compile()  # unpickling drops nn.Module.compile's compiled call

@@ -63,6 +63,22 @@ class SparseTokenEncoder(_SparseTokenRegressor):
         seeded at fit and kept in the module's ``state_dict``.
     max_seq_len : int, default=256
         Positions of the table encodings; unused by the others.
+    layout : {"indicator", "query"}, default="indicator"
+        The layout of ``X`` (``make_sparse_selection(..., layout=...)``):
+        "indicator", the subset as a 0/1 last channel of the token rows;
+        "query", the subset as ``n_selected`` rows [0_d, i_j] of 1-based
+        positions after the tokens, so that content alone cannot select.
+        Structural: recorded in saved weights, which load only into an
+        estimator of the same layout.
+        In the query layout a query row [0_d, i_j] enters as a query flag with the
+        position i_j: p_{i_j} added (absolute encodings), the angle of i_j (RoPE), or
+        nothing ("none": symmetric in the token rows, it cannot select).
+    n_selected : int or None, default=None
+        Query layout only: the number q of query rows, which says where the
+        tokens end (T = rows - q). None: learned at a fresh ``fit`` from the
+        first sample (its rows with a nonzero last channel; every sample is
+        then checked against it), as ``token_dim`` is; given, ``initialize()``
+        builds the module without data. Unused in the indicator layout.
     random_state : int, RandomState or None, default=None
         Seeds the initial weights, the training draws, the shuffling and the
         prediction draw: the same int gives the same fitted model.
@@ -112,11 +128,13 @@ class SparseTokenEncoder(_SparseTokenRegressor):
     _predict_block = 64
 
     def __init__(self, module=TransformerEncoder, *, token_dim=None, d_model=32, n_heads=2,
-                 n_layers=1, positional_encoding="none", max_seq_len=256, random_state=None,
+                 n_layers=1, positional_encoding="none", max_seq_len=256,
+                 layout="indicator", n_selected=None, random_state=None,
                  optimizer=torch.optim.Adam, lr=0.003, max_epochs=20, batch_size=256,
                  train_split=None, verbose=0, device="auto", **kwargs):
         super().__init__(
-            module, token_dim=token_dim, random_state=random_state, optimizer=optimizer,
+            module, token_dim=token_dim, layout=layout, n_selected=n_selected,
+            random_state=random_state, optimizer=optimizer,
             lr=lr, max_epochs=max_epochs, batch_size=batch_size, train_split=train_split,
             verbose=verbose, device=device, **kwargs,
         )
@@ -143,7 +161,8 @@ class SparseTokenEncoder(_SparseTokenRegressor):
 
     def _module_kwargs(self):
         return {**super()._module_kwargs(), "token_dim": self.token_dim_,
-                "eval_seed": self._seeds_[2]}
+                "eval_seed": self._seeds_[2], "layout": self.layout,
+                "n_selected": self.n_selected_}
 
     def infer(self, x, **fit_params):
         # As SparseTokenTransformer: the positional draws are made here,
@@ -224,6 +243,20 @@ class SparseTokenRNN(_SparseTokenRegressor):
         Width of the hidden state.
     n_layers : int, default=1
         Stacked recurrent layers.
+    layout : {"indicator", "query"}, default="indicator"
+        The layout of ``X`` (``make_sparse_selection(..., layout=...)``):
+        "indicator", the subset as a 0/1 last channel of the token rows;
+        "query", the subset as ``n_selected`` rows [0_d, i_j] of 1-based
+        positions after the tokens, so that content alone cannot select.
+        Structural: recorded in saved weights, which load only into an
+        estimator of the same layout.
+        In the query layout it reads the token rows, then the query rows, in order.
+    n_selected : int or None, default=None
+        Query layout only: the number q of query rows, which says where the
+        tokens end (T = rows - q). None: learned at a fresh ``fit`` from the
+        first sample (its rows with a nonzero last channel; every sample is
+        then checked against it), as ``token_dim`` is; given, ``initialize()``
+        builds the module without data. Unused in the indicator layout.
     random_state : int, RandomState or None, default=None
         Seeds the initial weights and the shuffling.
     optimizer, lr, max_epochs, batch_size, train_split, verbose, **kwargs
@@ -268,11 +301,13 @@ class SparseTokenRNN(_SparseTokenRegressor):
     _predict_block = 64
 
     def __init__(self, module=RecurrentNet, *, token_dim=None, cell="gru", hidden_size=32,
-                 n_layers=1, random_state=None, optimizer=torch.optim.Adam, lr=0.003,
+                 n_layers=1, layout="indicator", n_selected=None,
+                 random_state=None, optimizer=torch.optim.Adam, lr=0.003,
                  max_epochs=30, batch_size=256, train_split=None, verbose=0, device="auto",
                  **kwargs):
         super().__init__(
-            module, token_dim=token_dim, random_state=random_state, optimizer=optimizer,
+            module, token_dim=token_dim, layout=layout, n_selected=n_selected,
+            random_state=random_state, optimizer=optimizer,
             lr=lr, max_epochs=max_epochs, batch_size=batch_size, train_split=train_split,
             verbose=verbose, device=device, **kwargs,
         )

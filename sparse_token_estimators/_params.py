@@ -140,6 +140,8 @@ SKORCH = {
 COMMON = {
     "random_state": ["random_state"],
     "token_dim": [None, Count(1)],
+    "layout": [StrOptions({"indicator", "query"})],
+    "n_selected": [None, Count(1)],
 }
 
 TRANSFORMER = {
@@ -233,6 +235,12 @@ HINTS = {
                   "fixes it, so that initialize() builds the module without data."),
     "seq_len": ("It is the sequence length T: None learns it from X at fit; an int "
                 "fixes it, so that initialize() builds the module without data."),
+    "layout": ("Pass 'indicator' (the subset as a 0/1 last channel of the token rows, the "
+               "default) or 'query' (the subset as n_selected rows [0_d, i_j] of 1-based "
+               "positions after the tokens), the layout of make_sparse_selection's X."),
+    "n_selected": ("It is the number q of query rows at the end of every sequence in the "
+                   "query layout: None learns it from X at fit; an int fixes it (unused "
+                   "in the indicator layout)."),
     "pe_dim": "It is the positional-encoding dimension d_p, e.g. pe_dim=64.",
     "positional_encoding": ("'stochastic' draws fresh positions for every sequence and "
                             "predicts at any length."),
@@ -282,7 +290,8 @@ def validate(constraints, params, caller_name):
 
 #: plain name -> group; a name with "__" goes by its prefix (PREFIX_GROUPS)
 GROUPS = {
-    **dict.fromkeys(["module", "token_dim", "seq_len", "pe_dim", "positional_encoding",
+    **dict.fromkeys(["module", "token_dim", "seq_len", "layout", "n_selected", "pe_dim",
+                     "positional_encoding",
                      "max_seq_len", "output_map", "hidden_width", "n_hidden_layers",
                      # the architectures beyond the paper's two
                      "d_model", "n_heads", "n_layers", "cell", "hidden_size"],

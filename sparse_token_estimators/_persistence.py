@@ -94,6 +94,8 @@ class PersistenceMixin:
         for name, value in params.items():
             if not _params.is_structural(name):
                 continue
+            if name == "n_selected" and params.get("layout") != "query":
+                continue  # shapes nothing in the indicator layout
             if value is None:
                 value = self.__dict__.get(name + "_")
             checked[name] = _plain(value)
@@ -126,11 +128,14 @@ class PersistenceMixin:
                 f"format {FORMAT_VERSION}. Nothing was loaded. Upgrade the package to load it."
             )
         ours = self._weights_metadata()
+        # weights saved before the query layout were saved in the indicator layout
+        saved = {**saved, "params": {"layout": "indicator", **saved["params"]}}
         kind, mine = saved.get("estimator"), type(self).__name__
         differences, fix = [], {}
         if kind != mine:  # every parameter differs: name the kind, construct it whole
             differences.append(f"estimator: saved {kind}, this is a {mine}")
-            fix = {name: value for name, value in saved["params"].items() if name != "module"}
+            fix = {name: value for name, value in saved["params"].items() if name != "module"
+                   and (name, value) != ("layout", "indicator")}  # the default, unsaid
         else:
             names = [*saved["params"], *(n for n in ours["params"] if n not in saved["params"])]
             for name in names:
@@ -143,6 +148,12 @@ class PersistenceMixin:
         if not differences:
             return
         construct = f"{kind}({_signature(fix)})"
+        layouts = (saved["params"].get("layout"), ours["params"].get("layout"))
+        if kind == mine and layouts[0] != layouts[1]:
+            differences.append(
+                f"(the layout says what the rows of X are: weights trained on the "
+                f"{layouts[0]} layout do not read the {layouts[1]} layout's rows; "
+                "to_query_layout and to_indicator_layout convert the data)")
         raise ValueError(
             f"Cannot load {what} into this {mine}: the weights were saved by a {kind} with "
             f"other parameters:\n  " + "\n  ".join(differences) + "\nNothing was loaded; the "

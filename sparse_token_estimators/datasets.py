@@ -9,7 +9,7 @@ import torch
 from torch.utils.data import IterableDataset
 
 from ._device import resolve_device
-from ._layout import check_int
+from ._layout import check_int, check_layout, indicator_as_query
 
 #: values per block of tokens drawn at once (256 KiB of float32)
 _BLOCK_VALUES = 1 << 16
@@ -96,6 +96,7 @@ def make_sparse_selection(
     n_selected=3,
     *,
     return_support=False,
+    layout="indicator",
     random_state=None,
 ):
     """Generate the sparse token selection task: average q of T tokens.
@@ -121,6 +122,13 @@ def make_sparse_selection(
         Number q of selected tokens, 1 <= q <= T.
     return_support : bool, default=False
         If True, also return the selected positions.
+    layout : {"indicator", "query"}, default="indicator"
+        How ``X`` gives the subset. "indicator": a last channel, 1.0 on the
+        selected token rows. "query": after the T token rows ``[x_i, 0]``,
+        q rows ``[0_d, i_j]``, i_j the 1-based position of the j-th selected
+        token, ascending; content alone cannot select there. The same seed
+        gives the same tokens, subsets and targets in both layouts, and the
+        indicator layout's numbers do not depend on this parameter.
     random_state : int, RandomState, Generator or None, default=None
         Seed or generator; the same int gives the same data.
 
@@ -128,7 +136,10 @@ def make_sparse_selection(
     -------
     X : ndarray of shape (n_samples, seq_len, token_dim + 1), float32
         ``X[..., :token_dim]`` are the tokens, ``X[..., token_dim]`` is the
-        selection indicator (1.0 for selected positions, 0.0 otherwise).
+        selection indicator (1.0 for selected positions, 0.0 otherwise). In
+        the query layout, of shape (n_samples, seq_len + n_selected,
+        token_dim + 1): the tokens with 0.0 in the last channel, then the
+        query rows.
     y : ndarray of shape (n_samples, token_dim), float32
         The average of the selected tokens.
     support : ndarray of shape (n_samples, n_selected), int64
@@ -144,6 +155,12 @@ def make_sparse_selection(
     >>> X.shape, y.shape, support.shape
     ((4, 10, 3), (4, 2), (4, 3))
     >>> bool((X[..., -1].sum(axis=1) == 3).all())
+    True
+    >>> X_query, y_query = make_sparse_selection(
+    ...     4, seq_len=10, token_dim=2, n_selected=3, layout="query", random_state=0)
+    >>> X_query.shape, bool((X_query[:, 10:, -1] == support + 1).all())
+    ((4, 13, 3), True)
+    >>> bool((y_query == y).all())
     True
     """
     n_samples, seq_len, token_dim, n_selected = _check_task(
@@ -161,9 +178,13 @@ def make_sparse_selection(
         f"token_dim={token_dim})",
         "Lower seq_len or n_samples, or train on a SparseSelectionStream, which draws "
         "batch by batch.")
+    query = check_layout(layout) == "query"
     rng = _as_generator(random_state)
 
-    X = np.empty((n_samples, seq_len, token_dim + 1), dtype=np.float32)
+    # The query rows follow the tokens: the same draws fill the same token
+    # rows whatever the layout, so one seed makes one task in both.
+    n_rows = seq_len + n_selected if query else seq_len
+    X = np.empty((n_samples, n_rows, token_dim + 1), dtype=np.float32)
     # The tokens go straight into X through a small reused buffer: the same
     # stream as one big draw, without a second full-size array to copy. The
     # indicator channel is cleared in the same pass, while the block is in cache.
@@ -172,14 +193,18 @@ def make_sparse_selection(
     for start in range(0, n_samples, block):
         out = buffer[:min(block, n_samples - start)]
         rng.standard_normal(out=out, dtype=np.float32)
-        rows = X[start:start + len(out)]
+        rows = X[start:start + len(out), :seq_len]
         rows[..., :token_dim] = out
         rows[..., token_dim] = 0.0
     support = _uniform_subsets(rng, n_samples, seq_len, n_selected)
     # One row per (sample, position): the selected rows of every sample.
     positions_of = X.reshape(-1, token_dim + 1)
-    index = (np.arange(n_samples) * seq_len)[:, np.newaxis] + support
-    positions_of[index, token_dim] = 1.0
+    index = (np.arange(n_samples) * n_rows)[:, np.newaxis] + support
+    if query:
+        X[:, seq_len:, :token_dim] = 0.0
+        X[:, seq_len:, token_dim] = support + 1  # 1-based, ascending
+    else:
+        positions_of[index, token_dim] = 1.0
     # y: the selected tokens added in position order, then divided by q.
     y = positions_of.take(index[:, 0], axis=0)[:, :token_dim].copy()
     for k in range(1, n_selected):
@@ -251,10 +276,14 @@ class SparseSelectionStream(IterableDataset):
         Where the samples are drawn: "auto" (a GPU when present), "cpu",
         "cuda" or "cuda:N". An estimator fits on a stream drawn on its own
         device.
+    layout : {"indicator", "query"}, default="indicator"
+        The layout of ``X``, as in :func:`make_sparse_selection`; the same
+        seeds draw the same tokens, subsets and targets in both. An
+        estimator fits on a stream of its own layout.
 
     Attributes
     ----------
-    seq_len, token_dim, n_selected, n_samples, random_state, device
+    seq_len, token_dim, n_selected, n_samples, random_state, device, layout
         The parameters, as given.
 
     Notes
@@ -281,7 +310,7 @@ class SparseSelectionStream(IterableDataset):
     """
 
     def __init__(self, seq_len, token_dim, n_selected, *, n_samples, random_state=None,
-                 device="auto"):
+                 device="auto", layout="indicator"):
         # The generator's checks: the same messages for the same mistakes.
         n_samples, seq_len, token_dim, n_selected = _check_task(
             n_samples, seq_len, token_dim, n_selected)
@@ -292,6 +321,7 @@ class SparseSelectionStream(IterableDataset):
         self.random_state = _check_random_state(random_state)
         resolved = resolve_device(device)  # a bad or absent device fails here, not at fit
         self.device = device
+        self.layout = check_layout(layout)
         _check_fits_memory(self._batch_bytes(1), f"One sequence of seq_len={seq_len} and "
                            f"token_dim={token_dim}", "Lower seq_len.", resolved)
 
@@ -318,7 +348,8 @@ class SparseSelectionStream(IterableDataset):
     def __repr__(self):
         return (f"{type(self).__name__}(seq_len={self.seq_len}, token_dim={self.token_dim}, "
                 f"n_selected={self.n_selected}, n_samples={self.n_samples}, "
-                f"random_state={self.random_state!r}, device={self.device!r})")
+                f"random_state={self.random_state!r}, device={self.device!r}"
+                + (f", layout={self.layout!r})" if self.layout != "indicator" else ")"))
 
     def batches(self, batch_size, *, generator=None, drop_last=False):
         """Yield one epoch of ``(X, y)`` batches, drawn on the device.
@@ -339,6 +370,7 @@ class SparseSelectionStream(IterableDataset):
         Yields
         ------
         X : Tensor of shape (batch, seq_len, token_dim + 1), float32
+            (batch, seq_len + n_selected, token_dim + 1) in the query layout.
         y : Tensor of shape (batch, token_dim), float32
         """
         batch_size = check_int(batch_size, "batch_size")
@@ -370,7 +402,10 @@ class SparseSelectionStream(IterableDataset):
         tokens = torch.randn(batch, T, d, generator=rng, device=device)  # (B, T, d)
         selected = _uniform_subsets_on(rng, batch, T, q, device).float()  # (B, T)
         y = (selected.unsqueeze(1) @ tokens).squeeze(1) / q  # (B, d): mean of the selected
-        return torch.cat([tokens, selected.unsqueeze(-1)], dim=-1), y  # (B, T, d + 1)
+        X = torch.cat([tokens, selected.unsqueeze(-1)], dim=-1)  # (B, T, d + 1)
+        if self.layout == "query":  # the same draws, the subset as q rows of positions
+            X = indicator_as_query(X, q)  # (B, T + q, d + 1)
+        return X, y
 
 
 def _uniform_subsets_on(rng, n_samples, seq_len, n_selected, device):
