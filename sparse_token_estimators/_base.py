@@ -54,6 +54,16 @@ from .exceptions import NonFinitePredictionWarning
 _BLOCK_POSITIONS = 1 << 14
 
 
+
+def pad_to_block(x, block):
+    """``x`` (n, rows, channels) padded to a multiple of ``block`` sequences.
+
+    The padding repeats the first sequence, valid data in either layout (an
+    empty query-layout sequence would name position 0); callers drop the
+    outputs of the padding.
+    """
+    return torch.cat([x, x[:1].expand(-len(x) % block, *x.shape[1:])])
+
 class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin,
                             NeuralNetRegressor):
     """What both estimators share; subclasses say which module to build."""
@@ -455,7 +465,7 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         """The module's forward on a batch; at prediction, in blocks of a fixed size.
 
         With ``_predict_block`` set (the encoder, the RNN and the FCN), an
-        eval-mode batch is padded with empty sequences to a multiple of that
+        eval-mode batch is padded with copies of its first sequence to a multiple of that
         many (fewer for sequences longer than 256 positions: as many as make
         16384 positions) and run block by block. Every forward call at one
         length then has the same shape whatever ``batch_size``: matrix
@@ -478,7 +488,7 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
             return super().infer(x, **fit_params)
         block = self._block_for(x.shape[1])
         n = len(x)
-        padded = torch.nn.functional.pad(x, (0, 0, 0, 0, 0, -n % block))  # (n + pad, T, d + 1)
+        padded = pad_to_block(x, block)  # (n + pad, T, d + 1)
         return torch.cat([super(_SparseTokenRegressor, self).infer(chunk, **fit_params)
                           for chunk in padded.split(block)])[:n]
 

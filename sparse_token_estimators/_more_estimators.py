@@ -14,7 +14,7 @@ from skorch.dataset import unpack_data
 from skorch.utils import to_numpy, to_tensor
 
 from . import _params
-from ._base import _SparseTokenRegressor
+from ._base import _SparseTokenRegressor, pad_to_block
 from .architectures import RecurrentNet, TransformerEncoder, check_encoder_sizes
 from .positional import ENCODINGS
 
@@ -209,7 +209,7 @@ class SparseTokenEncoder(_SparseTokenRegressor):
             for batch in self.get_iterator(self.get_dataset(X), training=False):
                 x = to_tensor(unpack_data(batch)[0], self.device)
                 n, block = len(x), self._block_for(x.shape[1])
-                padded = torch.nn.functional.pad(x, (0, 0, 0, 0, 0, -n % block))
+                padded = pad_to_block(x, block)
                 noise = self.module_.draw_noise(padded)  # eval mode: one seeded draw
                 weights += [self.module_.attention(chunk, noise=noise)
                             for chunk in padded.split(block)]

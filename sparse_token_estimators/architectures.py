@@ -338,9 +338,15 @@ class TransformerEncoder(nn.Module):
         vector (and so the prediction) is made of, as the paper's model's
         ``attention`` says how much of each token its output is. The
         self-attention of the blocks (T x T per head and layer) is not
-        returned. ``noise`` as in ``forward``.
+        returned. ``noise`` as in ``forward``. In the query layout the pooled
+        rows are the T tokens and the q query rows; the weights of the token
+        rows are returned (B, T), and the query rows' share is what they
+        leave of 1.
         """
-        return self.pool.weights(self._encode(X, noise)).mean(1)  # (B, nh, T) -> (B, T)
+        weights = self.pool.weights(self._encode(X, noise)).mean(1)  # (B, nh, rows) -> (B, rows)
+        if self.layout == "query":
+            weights = weights[:, : X.shape[1] - self.n_selected]  # (B, T): the token rows
+        return weights
 
     def forward(self, X, noise=None):
         """Predict from ``X`` of shape (B, T, d + 1); returns (B, d).
