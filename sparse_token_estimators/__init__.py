@@ -20,6 +20,9 @@ _PUBLIC = {
     "SparseTokenTransformer": ".estimators",
     "TrainingDivergedError": ".estimators",
     "make_sparse_selection": ".datasets",
+    "split_query": "._layout",
+    "to_indicator_layout": "._layout",
+    "to_query_layout": "._layout",
 }
 
 __all__ = [
@@ -31,6 +34,9 @@ __all__ = [
     "SparseTokenTransformer",
     "TrainingDivergedError",
     "make_sparse_selection",
+    "split_query",
+    "to_indicator_layout",
+    "to_query_layout",
 ]
 __version__ = "0.1.0"
 

@@ -25,12 +25,14 @@ puts the estimator back as it was before the call.
 """
 
 
+import warnings
+
 import numpy as np
 import torch
 from sklearn.metrics import r2_score
 from sklearn.utils import check_random_state
 from skorch import NeuralNet, NeuralNetRegressor
-from skorch.utils import is_dataset
+from skorch.utils import is_dataset, to_tensor
 from torch.utils.data import TensorDataset
 
 from ._batching import TensorBatches
@@ -38,7 +40,7 @@ from ._checks import InputChecksMixin
 from ._device import ResolvedDevice, resolved_device
 from ._fitted import FittedStateMixin
 from ._layout import check_target
-from ._persistence import PersistenceMixin
+from ._persistence import FITTING, PersistenceMixin
 from .callbacks import (
     DivergenceCheck,
     EpochStepCheck,
@@ -46,7 +48,21 @@ from .callbacks import (
     TrainingDivergedError,
     ValidationSplitCheck,
 )
+from .exceptions import NonFinitePredictionWarning
 
+#: positions per prediction block (``_SparseTokenRegressor.infer``) at the longest lengths
+_BLOCK_POSITIONS = 1 << 14
+
+
+
+def pad_to_block(x, block):
+    """``x`` (n, rows, channels) padded to a multiple of ``block`` sequences.
+
+    The padding repeats the first sequence, valid data in either layout (an
+    empty query-layout sequence would name position 0); callers drop the
+    outputs of the padding.
+    """
+    return torch.cat([x, x[:1].expand(-len(x) % block, *x.shape[1:])])
 
 class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin,
                             NeuralNetRegressor):
@@ -58,13 +74,16 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
     _sizes = ("token_dim",)
     #: arguments of the module's forward that the estimator itself passes
     _forward_args_supplied = ()
+    #: sequences per forward call at prediction (``infer``); None: as batched
+    _predict_block = None
 
     device = ResolvedDevice()
 
     def __init__(self, module, *, token_dim=None, random_state=None,
                  optimizer=torch.optim.Adam, lr=0.01, max_epochs=30, batch_size=256,
                  iterator_train=TensorBatches, iterator_valid=TensorBatches,
-                 train_split=None, verbose=0, device="auto", **kwargs):
+                 train_split=None, verbose=0, device="auto", layout="indicator",
+                 n_selected=None, **kwargs):
         kwargs.setdefault("iterator_train__shuffle", True)
         super().__init__(
             module, optimizer=optimizer, lr=lr, max_epochs=max_epochs,
@@ -74,6 +93,8 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         )
         self.token_dim = token_dim
         self.random_state = random_state
+        self.layout = layout
+        self.n_selected = n_selected
 
     # -- scikit-learn and skorch conventions --------------------------------------
 
@@ -135,15 +156,10 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         """
         self._check_params()
         sizes = self._sizes_from_params()
-        snapshot = self._snapshot()
-        try:
-            with self._device_scope():
-                self._initialize(sizes)
+        with self._transaction(), self._device_scope():
+            self._initialize(sizes)
             self._set_training(False)  # so that predict writes nothing, not even the mode
-            return self
-        except BaseException:
-            self._restore(snapshot)
-            raise
+        return self
 
     def _sizes_from_params(self):
         sizes = {name: getattr(self, name, None) for name in ("token_dim", "seq_len")}
@@ -161,13 +177,33 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
                 f"{type(self).__name__}({', '.join(f'{n}=8' for n in missing)})"
                 ".initialize()), or call fit(X, y)."
             )
-        return sizes["token_dim"], sizes["seq_len"]
+        return sizes["token_dim"], sizes["seq_len"], self._n_selected_from_params()
+
+    def _n_selected_from_params(self):
+        # The query layout's q says where the tokens end (T = rows - q): a size
+        # the module needs, as token_dim; the indicator layout has none.
+        if self.layout != "query":
+            return None
+        n_selected = self.n_selected
+        if n_selected is None:
+            n_selected = self.__dict__.get("n_selected_")
+        if n_selected is None:
+            raise ValueError(
+                f"{type(self).__name__}.initialize() builds the module without data, and "
+                "in the query layout it needs n_selected, the number q of query rows "
+                "after the tokens (learned from X at fit when None). Pass n_selected=... "
+                f"(e.g. {type(self).__name__}(layout='query', n_selected=3, ...)."
+                "initialize()), or call fit(X, y)."
+            )
+        return n_selected
 
     def _initialize(self, sizes):
         """Build module, criterion, optimizer, callbacks and history for ``sizes``."""
         rng = check_random_state(self.random_state)
         self._seeds_ = rng.randint(np.iinfo(np.int32).max, size=3).tolist()
-        self.token_dim_, self.seq_len_ = sizes
+        self.token_dim_, self.seq_len_ = sizes[:2]
+        # the query rows' count (query layout; None in the indicator layout)
+        self.n_selected_ = sizes[2] if len(sizes) > 2 else None
         self.n_features_in_ = self.token_dim_ + 1
         super().initialize()
         self.torch_rng_ = torch.Generator(device=self.device).manual_seed(self._seeds_[1])
@@ -264,8 +300,8 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
 
     def _set_training(self, training=True):
         # skorch sets the mode before every batch and has no public hook for it;
-        # nn.Module.train walks the whole module tree each time (a few percent of
-        # a small model's step): walk it only when the mode changes.
+        # nn.Module.train walks the whole module tree each time, a cost that
+        # counts in a small model's step: walk it only when the mode changes.
         modules = (getattr(self, name + "_") for name in self._modules + self._criteria)
         if any(getattr(module, "training", training) != training for module in modules):
             super()._set_training(training)
@@ -334,36 +370,36 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         self._check_fit_params(fit_params, routing_method)
         continues = warm and self._is_current()
         X, y, sizes = self._check_training_data(X, y, continues=continues)
-        snapshot = self._snapshot()
         first = len(self.history) if continues else 0  # a fresh fit starts a new history
-        try:
-            with self._device_scope():
-                self._fit_steps(X, y, continues, sizes, routing_method, fit_params)
-        except TrainingDivergedError as exc:
-            # a failed call changes nothing: the diverged losses travel on the error
-            exc.history = self.history_
-            self._restore(snapshot)
-            raise
-        except NoTrainingStepError as exc:
-            self.history.pop()  # the empty epoch
-            if self._steps_since(first):
-                raise NoTrainingStepError(
-                    f"{exc} The estimator keeps its model as trained before this epoch."
-                ) from None
-            self._restore(snapshot)
-            state = ("keeps its model as before this call" if self.initialized_
-                     else "was reset to unfitted, as before this call")
-            raise NoTrainingStepError(f"{exc} The estimator {state}.") from None
-        except BaseException:
-            self._restore(snapshot)
-            raise
-        if not self._steps_since(first):
-            # skorch swallows a Ctrl-C; before any step there is nothing to keep
-            self._restore(snapshot)
-            raise KeyboardInterrupt(
-                f"{type(self).__name__}.{routing_method} was interrupted before its first "
-                "optimisation step; the estimator is as it was before the call.")
-        self._set_training(False)  # so that predict writes nothing, not even the mode
+        with self._transaction() as transaction:
+            try:
+                fitting = FITTING.set(True)
+                try:
+                    with self._device_scope():
+                        self._fit_steps(X, y, continues, sizes, routing_method, fit_params)
+                finally:
+                    FITTING.reset(fitting)
+            except TrainingDivergedError as exc:
+                # a failed call changes nothing: the diverged losses travel on the error
+                exc.history = self.history_
+                raise
+            except NoTrainingStepError as exc:
+                self.history.pop()  # the empty epoch
+                if self._steps_since(first):
+                    transaction.commit()
+                    raise NoTrainingStepError(
+                        f"{exc} The estimator keeps its model as trained before this epoch."
+                    ) from None
+                transaction.rollback()
+                state = ("keeps its model as before this call" if self.initialized_
+                         else "was reset to unfitted, as before this call")
+                raise NoTrainingStepError(f"{exc} The estimator {state}.") from None
+            if not self._steps_since(first):
+                # skorch swallows a Ctrl-C; before any step there is nothing to keep
+                raise KeyboardInterrupt(
+                    f"{type(self).__name__}.{routing_method} was interrupted before its "
+                    "first optimisation step; the estimator is as it was before the call.")
+            self._set_training(False)  # so that predict writes nothing, not even the mode
         return self
 
     def _fit_steps(self, X, y, continues, sizes, routing_method, fit_params):
@@ -388,7 +424,12 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         """Predict the average of the selected tokens.
 
         Safe to call from several threads on one fitted estimator: it writes
-        nothing to the estimator.
+        nothing to the estimator. A sequence's prediction depends on that
+        sequence and the weights only, not on the batch it is in: on the CPU
+        bit for bit whatever ``batch_size`` (the paper's model runs its
+        products in blocks of a fixed size; the encoder, the RNN and the FCN
+        run their forward in blocks of a fixed size, ``infer``); on a GPU,
+        where kernels may be chosen by the batch, up to float32 rounding.
 
         Parameters
         ----------
@@ -400,11 +441,62 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         -------
         y_pred : ndarray of shape (n_samples, token_dim), float64
             As scikit-learn regressors return; the module computes in float32.
+
+        Warns
+        -----
+        NonFinitePredictionWarning
+            When some predictions are inf or NaN (the outputs overflow float32,
+            e.g. on X far beyond the range trained on); ``score`` raises instead.
         """
         X = self._check_X(X)
+        y_pred = self._predict_checked(X)
+        problem = _non_finite(self, y_pred, X)
+        if problem:
+            warnings.warn(f"{problem} The predictions are returned as they are.",
+                          NonFinitePredictionWarning, stacklevel=2)
+        return y_pred
+
+    def _predict_checked(self, X):
         with self._device_scope():
             # skorch's prediction loop (this class hides predict_proba itself)
             return NeuralNet.predict_proba(self, X).astype(np.float64)
+
+    def infer(self, x, **fit_params):
+        """The module's forward on a batch; at prediction, in blocks of a fixed size.
+
+        With ``_predict_block`` set (the encoder, the RNN and the FCN), an
+        eval-mode batch is padded with copies of its first sequence to a multiple of that
+        many (fewer for sequences longer than 256 positions: as many as make
+        16384 positions) and run block by block. Every forward call at one
+        length then has the same shape whatever ``batch_size``: matrix
+        kernels round differently at different shapes, and a prediction
+        must depend on its own sequence only (on the CPU: bit for bit across
+        batch sizes; tested). Training batches run as they come.
+
+        Parameters
+        ----------
+        x : Tensor of shape (batch, seq_len, token_dim + 1)
+        **fit_params : dict
+            Further keywords of the module's forward.
+
+        Returns
+        -------
+        y_pred : Tensor of shape (batch, token_dim)
+        """
+        x = to_tensor(x, device=self.device)
+        if self._predict_block is None or self.module_.training or not isinstance(x, torch.Tensor):
+            return super().infer(x, **fit_params)
+        block = self._block_for(x.shape[1])
+        n = len(x)
+        padded = pad_to_block(x, block)  # (n + pad, T, d + 1)
+        return torch.cat([super(_SparseTokenRegressor, self).infer(chunk, **fit_params)
+                          for chunk in padded.split(block)])[:n]
+
+    def _block_for(self, seq_len):
+        # fewer sequences per block when they are long, so that a block costs
+        # about what a batch of 64 short ones does; it depends on the length
+        # only, never on the batch
+        return max(1, min(self._predict_block, _BLOCK_POSITIONS // seq_len))
 
     def forward_iter(self, X, training=False, device="cpu"):
         """skorch's ``forward_iter``, with ``device="auto"`` resolved (for ``forward``).
@@ -447,14 +539,20 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         """
         X = self._check_X(X)
         y = check_target(y, X)
-        y_pred = self.predict(X)
-        bad = ~np.isfinite(y_pred)
-        if bad.any():
-            raise ValueError(
-                f"{type(self).__name__}.predict(X) returned {int(bad.sum())} non-finite "
-                f"value(s) (inf or NaN) of {y_pred.size}: the model's outputs overflow "
-                f"float32 on this X (largest |X| {float(np.abs(X).max()):.3g}), so no R^2 "
-                "can be computed. Scale X as the training data was scaled, or refit on "
-                "data of this range."
-            )
+        y_pred = self._predict_checked(X)
+        problem = _non_finite(self, y_pred, X)
+        if problem:
+            raise ValueError(f"{problem} No R^2 can be computed.")
         return r2_score(y, y_pred, sample_weight=sample_weight)
+
+
+def _non_finite(net, y_pred, X):
+    """What is wrong with predictions that are not all finite, and the fix; "" if none."""
+    bad = ~np.isfinite(y_pred)
+    if not bad.any():
+        return ""
+    largest = f" (largest |X| {float(np.abs(X).max()):.3g})" if isinstance(X, np.ndarray) else ""
+    return (f"{type(net).__name__}.predict(X) returned {int(bad.sum())} non-finite value(s) "
+            f"(inf or NaN) of {y_pred.size}: the model's outputs overflow float32 on this "
+            f"X{largest}. Scale X as the training data was scaled, or refit on data of this "
+            "range.")

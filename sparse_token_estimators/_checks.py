@@ -17,7 +17,7 @@ from skorch.utils import is_dataset
 from . import _device, _params
 from ._batching import TensorBatches
 from ._device import resolve_device
-from ._layout import check_target, check_tokens
+from ._layout import LAYOUT, check_target, check_tokens, count_queries
 from .datasets import SparseSelectionStream
 
 
@@ -41,6 +41,7 @@ class InputChecksMixin:
         _params.validate(self._parameter_constraints, params, type(self).__name__)
         if names is None:
             self._check_routed_names()
+            self._check_module_kwargs()
             _params.check_components(self, iterators=True)
         if "device" in params:
             resolve_device(self.__dict__["device"])  # an absent GPU is a fact of the machine
@@ -51,6 +52,35 @@ class InputChecksMixin:
                 "its module in float32, the dtype X is cast to. Call "
                 "torch.set_default_dtype(torch.float32) before fit and predict (set it "
                 "back after, if other code needs float64)."
+            )
+
+    def _check_module_kwargs(self):
+        """Refuse ``module__<name>`` values the module's ``__init__`` does not take."""
+        module = self.module if isinstance(self.module, type) else None
+        routed = self.get_params_for("module")
+        if module is None or not routed:
+            return
+        try:
+            accepted = inspect.signature(module.__init__).parameters
+        except (TypeError, ValueError):
+            return
+        if any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+            return
+        unknown = sorted(set(routed) - set(accepted))
+        if unknown:
+            given = ", ".join(f"module__{name}={routed[name]!r}" for name in unknown)
+            supplied = [*self._module_params, "token_dim", "seq_len", "eval_seed"]
+            passed = [name for name in supplied if name in accepted]
+            own = [name for name in accepted if name != "self" and name not in supplied]
+            takes = (", ".join(f"module__{name}" for name in own) if own
+                     else "no argument beyond those")
+            raise TypeError(
+                f"{given}: {module.__name__} takes no argument "
+                f"{' or '.join(repr(name) for name in unknown)}. The estimator passes "
+                f"{', '.join(passed)} itself (from its parameters and the fitted sizes); "
+                f"the module takes {takes}. Construct the estimator without "
+                f"{', '.join(f'module__{name}' for name in unknown)}, or pass a module class "
+                "that takes it. Nothing was built or changed."
             )
 
     def _check_routed_names(self):
@@ -98,7 +128,9 @@ class InputChecksMixin:
         """Validate the training data against the parameters; return it and its sizes."""
         if isinstance(X, SparseSelectionStream):
             self._check_stream(X, y)
+            self._check_stream_layout(X, continues)
             token_dim, seq_len, where = X.token_dim, X.seq_len, "the stream"
+            n_selected = X.n_selected if self.layout == "query" else None
             if continues and token_dim != self.token_dim_:
                 raise ValueError(
                     f"The stream has token_dim {token_dim}, but the estimator was "
@@ -106,9 +138,14 @@ class InputChecksMixin:
                     "with the token_dim seen in fit."
                 )
         else:
-            X = check_tokens(X, token_dim=self.token_dim_ if continues else None)
+            n_selected = self._n_selected_to_check(continues)
+            X = self._check_tokens(X, token_dim=self.token_dim_ if continues else None,
+                                   **self._layout_rules(n_selected))
             y = check_target(y, X)
-            token_dim, seq_len, where = X.shape[2] - 1, X.shape[1], f"X of shape {X.shape}"
+            if self.layout == "query" and n_selected is None:
+                n_selected = count_queries(X)  # learned, as token_dim is
+            token_dim, seq_len, where = (X.shape[2] - 1, X.shape[1] - (n_selected or 0),
+                                         f"X of shape {X.shape}")
         if continues:
             self._check_seq_len(seq_len, fitting=False)
         else:
@@ -121,7 +158,36 @@ class InputChecksMixin:
                         f"data, or pass data with {name} {given}."
                     )
             self._check_seq_len(seq_len, fitting=True)
-        return X, y, (token_dim, seq_len)
+        return X, y, (token_dim, seq_len, n_selected)
+
+    def _layout_rules(self, n_selected):
+        """``check_tokens``' layout keywords (none in the default indicator layout)."""
+        if self.layout != "query":
+            return {}
+        return {"layout": "query", "n_selected": n_selected}
+
+    def _n_selected_to_check(self, continues):
+        """The query rows' count X must have: fitted, given, or None (learned)."""
+        if self.layout != "query":
+            return None
+        return self.n_selected_ if continues else self.n_selected
+
+    def _check_stream_layout(self, stream, continues):
+        if stream.layout != self.layout:
+            raise ValueError(
+                f"The stream draws the {stream.layout} layout, but {type(self).__name__} "
+                f"was given layout={self.layout!r}. Make the stream with "
+                f"layout={self.layout!r}, or set layout={stream.layout!r}."
+            )
+        expected = self._n_selected_to_check(continues)
+        if expected is not None and stream.n_selected != expected:
+            raise ValueError(
+                f"The stream has n_selected {stream.n_selected}, but "
+                f"{type(self).__name__} {'was fitted with' if continues else 'was given'} "
+                f"n_selected={expected}: in the query layout it is the number of query "
+                f"rows. Make the stream with n_selected={expected}, or set "
+                "n_selected=None to learn it."
+            )
 
     def _check_stream(self, stream, y):
         if y is not None:
@@ -162,6 +228,24 @@ class InputChecksMixin:
                 f"batch would be copied. Make the stream with device={requested!r}."
             )
 
+    def _check_tokens(self, X, *, token_dim, **rules):
+        """``check_tokens``, with the estimator's sizes in the messages of two mistakes."""
+        check_lengths(X)
+        shape = None
+        if isinstance(X, np.ndarray) or hasattr(X, "detach") or hasattr(X, "to_numpy"):
+            shape = X.shape  # an array, tensor or DataFrame (a sparse matrix: check_tokens)
+        elif isinstance(X, (list, tuple)):
+            try:
+                shape = np.shape(X)
+            except ValueError:  # ragged deeper down: check_tokens says so
+                pass
+        if shape is not None and len(shape) == 2:
+            sizes = {name: getattr(self, name, None) or self.__dict__.get(name + "_")
+                     for name in ("seq_len", "token_dim")}
+            table = hasattr(X, "columns") and hasattr(X, "to_numpy")  # a pandas DataFrame
+            raise ValueError(flat_table_message(tuple(shape), **sizes, table=table))
+        return check_tokens(X, token_dim=token_dim, **rules)
+
     def _check_seq_len(self, seq_len, *, fitting):
         """Raise if this estimator cannot take sequences of ``seq_len``."""
 
@@ -178,7 +262,62 @@ class InputChecksMixin:
         self._check_params(_params.PREDICTION)
         if is_dataset(X):  # skorch's validation split (EpochScoring), checked at fit
             return X
-        X = check_tokens(X, token_dim=self.token_dim_)
-        self._check_seq_len(X.shape[1], fitting=False)
+        query = self.layout == "query"
+        X = self._check_tokens(X, token_dim=self.token_dim_,
+                               **self._layout_rules(self.n_selected_ if query else None))
+        self._check_seq_len(X.shape[1] - (self.n_selected_ if query else 0), fitting=False)
         return X
 
+
+
+def check_lengths(X):
+    """Refuse a list of sequences of different lengths, saying what to do."""
+    if not isinstance(X, (list, tuple)) or len(X) < 2:
+        return
+    lengths = []
+    for sequence in X:
+        try:
+            lengths.append(len(sequence))
+        except TypeError:
+            return  # not a list of sequences: check_tokens says what it is
+    if len(set(lengths)) > 1:
+        shown = sorted(set(lengths))
+        lengths = ", ".join(map(str, shown[:5])) + (", ..." if len(shown) > 5 else "")
+        raise ValueError(
+            f"X must be a numeric array of shape {LAYOUT}, every sequence of one length; it "
+            f"is a list of {len(X)} sequences of different lengths ({lengths}). Predict each "
+            "length separately: group the sequences by length and call predict on "
+            "np.stack(group) for each group."
+        )
+
+
+def flat_table_message(shape, seq_len=None, token_dim=None, table=False):
+    """What to say about a 2-D ``X`` of ``shape`` (``table``: a pandas DataFrame).
+
+    A flattened table (one sequence per row, as ``FlattenTokens`` writes it)
+    and a single sequence (one position per row) are both 2-D; the sizes the
+    estimator knows (``seq_len``, ``token_dim``) say which it is, where they can.
+    """
+    n, width = shape
+    what = "pandas DataFrame" if table else "array"
+    values = "X.to_numpy()" if table else "X"
+    head = (f"X must be a 3-D array of shape {LAYOUT}, as returned by make_sparse_selection; "
+            f"got an array of shape {shape}.")
+    channels = None if token_dim is None else token_dim + 1
+    single = f"a single sequence of shape (seq_len, token_dim + 1) needs a leading axis: " \
+             f"{values}[np.newaxis]"
+    if channels is not None and width == channels and not table:
+        return f"{head} It looks like {single}."
+    if seq_len is not None and channels is not None and width == seq_len * channels:
+        reshape, exact = f"{values}.reshape({n}, {seq_len}, {channels})", True
+    elif channels is not None and width % channels == 0:
+        reshape, exact = f"{values}.reshape({n}, {width // channels}, {channels})", False
+    else:
+        reshape, exact = f"{values}.reshape(n_samples, seq_len, token_dim + 1)", False
+    flattened = (f"A flattened {what} of shape (n_samples, seq_len * (token_dim + 1)), one "
+                 "sequence per row with the channels of each position side by side (as "
+                 f"FlattenTokens writes it), needs {reshape} (see the data layout page of the "
+                 "user guide), or the inverse_transform of the FlattenTokens that flattened it")
+    if exact or table:
+        return f"{head} {flattened}."
+    return f"{head} {flattened}; {single}."

@@ -6,8 +6,9 @@
   the old files or the new ones, never a torn one. A failure raises an
   ``OSError`` (the errno's subclass) naming the path, the cause and the fix.
   Files get the umask's mode (``0o666 & ~umask``); the temporary files are
-  named ``.<name>.<8 hex digits>.tmp`` (``is_temporary``), so that those of a
-  killed write can be found and removed.
+  named ``.<name>.<8 hex digits>.tmp`` (``is_temporary``), and those a killed
+  write left are removed at the next save or load in that directory
+  (``remove_stale_temporaries``).
 - ``state_bytes`` / ``read_state`` serialise a state_dict with its metadata
   in either format (torch: the state_dict's own ``_metadata[""]``, where
   torch keeps each module's version; safetensors: its header's
@@ -22,6 +23,11 @@ import json
 import os
 import re
 import secrets
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: no stale temporary files are removed there
+    fcntl = None
 
 import torch
 from skorch.history import History
@@ -83,6 +89,7 @@ def _stage(path, data, what):
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     except OSError as exc:
         raise _save_error(exc, path, what) from None
+    _lock(fd)  # held until the file is moved: a live write is never taken for a stale one
     try:
         _write_fd(fd, data)
         os.fsync(fd)
@@ -90,8 +97,7 @@ def _stage(path, data, what):
         os.close(fd)
         _remove_quietly(tmp)
         raise _save_error(exc, path, what) from None
-    os.close(fd)
-    return tmp
+    return tmp, fd
 
 
 def is_temporary(name):
@@ -102,7 +108,7 @@ def is_temporary(name):
     >>> is_temporary(".results.json.0f3a9c1b.tmp"), is_temporary("results.json")
     (True, False)
     """
-    return re.fullmatch(r"\..+\.[0-9a-f]{8}\.tmp", name) is not None
+    return TEMPORARY_NAME.fullmatch(name) is not None
 
 
 def _remove_quietly(path):
@@ -121,18 +127,83 @@ def write_files(items):
     writing removes the temporary files and raises the ``OSError`` of
     ``_save_error``: no target has changed.
     """
+    for directory in {os.path.dirname(os.fspath(path)) for path, _, _ in items}:
+        remove_stale_temporaries(directory)
     staged = []
     try:
         for path, data, what in items:
-            staged.append((_stage(path, data, what), os.fspath(path)))
+            staged.append((*_stage(path, data, what), os.fspath(path)))
     except BaseException:
-        for tmp, _ in staged:
+        for tmp, fd, _ in staged:
+            os.close(fd)
             _remove_quietly(tmp)
         raise
-    for tmp, path in staged:
-        os.replace(tmp, path)
-    for directory in {os.path.dirname(path) for _, path in staged}:
+    try:
+        for tmp, _, path in staged:
+            os.replace(tmp, path)
+    finally:
+        for _, fd, _ in staged:
+            os.close(fd)
+    for directory in {os.path.dirname(path) for _, _, path in staged}:
         _fsync_dir(directory)
+
+
+# -- what killed writes leave behind ---------------------------------------------------
+
+#: the name ``_stage`` gives a temporary file: ``.<target name>.<8 hex digits>.tmp``
+TEMPORARY_NAME = re.compile(r"\..+\.[0-9a-f]{8}\.tmp")
+
+
+def _lock(fd, blocking=True):
+    """Take an exclusive ``flock`` on ``fd``; False if another holds it (non-blocking)."""
+    if fcntl is None:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except BlockingIOError:
+        return False
+    except OSError:  # a file system without locks: leave the file alone
+        return False
+    return True
+
+
+def remove_stale_temporaries(directory):
+    """Remove the temporary files that killed writes left in ``directory``; return their names.
+
+    Only names of the package's own pattern (:data:`TEMPORARY_NAME`, as
+    ``write_files`` and the checkpoints' staged files make them, e.g.
+    ``.criterion.pt.staged.1a2b3c4d.tmp``) are considered, and only those no
+    live write holds: a writer keeps an exclusive ``flock`` on its temporary
+    file until the file is moved over its target, and the lock dies with its
+    process, so a file whose lock can be taken was left by a write that was
+    killed. Errors (a directory that is gone, a file removed meanwhile) are
+    ignored: this is housekeeping, never a reason for a save or a load to fail.
+    Called by every save (``write_files``) and every load (``load_params``,
+    a checkpoint's files) in that directory.
+    """
+    removed = []
+    if fcntl is None:
+        return removed
+    try:
+        names = [name for name in os.listdir(directory or ".")
+                 if TEMPORARY_NAME.fullmatch(name)]
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue
+        try:
+            if os.path.isfile(path) and _lock(fd, blocking=False):
+                os.unlink(path)
+                removed.append(name)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
 
 
 def digest(data):

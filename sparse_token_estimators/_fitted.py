@@ -69,7 +69,9 @@ class FittedStateMixin:
         built, now = built["structure"], self._structure()
         changes = []
         for name in sorted(set(built) | set(now)):
-            if name in ("token_dim", "seq_len"):
+            if name == "n_selected" and now.get("layout") != "query":
+                continue  # the indicator layout has no query rows: q shapes nothing
+            if name in ("token_dim", "seq_len", "n_selected"):
                 # None learns the size: only a given size can differ from the fitted one
                 fitted = self.__dict__.get(name + "_")
                 if now.get(name) is not None and now[name] != fitted:
@@ -133,8 +135,9 @@ class FittedStateMixin:
         if self.initialized_:
             routed = {k: v for k, v in params.items()
                       if k.startswith(("optimizer__", "criterion__"))}
-            if routed:
-                _params.check_components(self, routed)
+            if routed:  # against the optimizer and criterion this call sets, if it sets them
+                _params.check_components(self, {**routed, **{
+                    k: v for k, v in params.items() if k in ("optimizer", "criterion", "lr")}})
         deferred = {key: value for key, value in params.items()
                     if key == "callbacks" or self._is_deferred(key)}
         super().set_params(**{k: v for k, v in params.items() if k not in deferred})
@@ -199,6 +202,15 @@ class FittedStateMixin:
             self._built_with_["compile"] = wanted
 
     def __setstate__(self, state):
+        built = state.get("_built_with_")
+        if built is not None:
+            # pickled before the query layout: built in the indicator layout
+            built["structure"].setdefault("layout", "indicator")
+            built["structure"].setdefault("n_selected", None)
+        for name, default in (("layout", "indicator"), ("n_selected", None)):
+            state.setdefault(name, default)
+        if "module_" in state:
+            state.setdefault("n_selected_", None)
         super().__setstate__(state)
         if "module_" in self.__dict__ and "_built_with_" in self.__dict__:
             self._apply_compile()  # unpickling drops nn.Module.compile's compiled call
@@ -218,37 +230,63 @@ class FittedStateMixin:
             self._initialize_callbacks()
             built["callbacks"] = self.callbacks
 
-    def _forget_module(self):
-        # Back to skorch's uninitialized state: the estimator is unfitted
-        # (predict raises NotFittedError), and set_params / fit work as on a
-        # new one; history_ is kept.
-        for name in self._modules + self._criteria + self._optimizers:
-            self.__dict__.pop(name + "_", None)
-        self.virtual_params_ = {}
-        self.initialized_ = False
-
     # -- transactions -------------------------------------------------------------
 
-    def _snapshot(self):
-        """Everything a failed ``fit``, ``partial_fit`` or ``initialize`` may change."""
-        state = {key: copy.copy(value) if isinstance(value, (dict, set)) else value
-                 for key, value in self.__dict__.items()}
-        weights = []
-        for name in self._modules + self._criteria + self._optimizers:
-            component = self.__dict__.get(name + "_")
-            if hasattr(component, "state_dict"):  # trained in place when training continues
-                weights.append((component, copy.deepcopy(component.state_dict())))
-        history = copy.deepcopy(self.__dict__.get("history_"))
-        rng = self.__dict__.get("torch_rng_")
-        return state, weights, history, (rng, None if rng is None else rng.get_state())
+    def _transaction(self):
+        """A transaction over everything a failing call may change.
 
-    def _restore(self, snapshot):
-        """Put back what ``_snapshot`` took: the estimator as before the call."""
-        state, weights, history, (rng, rng_state) = snapshot
-        self.__dict__.clear()
-        self.__dict__.update(state)
-        for component, component_state in weights:
+        ``with self._transaction() as txn:``: if the block raises, the
+        estimator is put back as it was when the block began (its
+        ``__dict__``, the weights of the module, criterion and optimizer,
+        which training changes in place, the history and the training
+        generator). ``txn.rollback()`` puts it back at once (the block then
+        changes nothing more on exit); ``txn.commit()`` keeps what the block
+        did even if it raises. ``initialize``, ``fit``, ``partial_fit`` and
+        ``load_params`` run in one.
+        """
+        return _Transaction(self)
+
+
+class _Transaction:
+    """What ``FittedStateMixin._transaction`` returns (a context manager)."""
+
+    def __init__(self, net):
+        self._net = net
+        self._done = False
+        self._state = {key: copy.copy(value) if isinstance(value, (dict, set)) else value
+                       for key, value in net.__dict__.items()}
+        self._weights = []
+        for name in net._modules + net._criteria + net._optimizers:
+            component = net.__dict__.get(name + "_")
+            if hasattr(component, "state_dict"):  # trained in place when training continues
+                self._weights.append((component, copy.deepcopy(component.state_dict())))
+        self._history = copy.deepcopy(net.__dict__.get("history_"))
+        rng = net.__dict__.get("torch_rng_")
+        self._rng = (rng, None if rng is None else rng.get_state())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self.rollback()
+        return False
+
+    def commit(self):
+        """Keep what was done, whatever happens next in the block."""
+        self._done = True
+
+    def rollback(self):
+        """Put the estimator back as it was when the transaction began (once)."""
+        if self._done:
+            return
+        self._done = True
+        net = self._net
+        net.__dict__.clear()
+        net.__dict__.update(self._state)
+        for component, component_state in self._weights:
             component.load_state_dict(component_state)
-        self.__dict__["history_"] = history
+        net.__dict__["history_"] = self._history
+        rng, rng_state = self._rng
         if rng is not None:
             rng.set_state(rng_state)

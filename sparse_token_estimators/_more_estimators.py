@@ -10,10 +10,11 @@ lengths it takes. Their parameters' rules and groups are in ``_params``.
 """
 
 import torch
-from skorch.utils import to_tensor
+from skorch.dataset import unpack_data
+from skorch.utils import to_numpy, to_tensor
 
 from . import _params
-from ._base import _SparseTokenRegressor
+from ._base import _SparseTokenRegressor, pad_to_block
 from .architectures import RecurrentNet, TransformerEncoder, check_encoder_sizes
 from .positional import ENCODINGS
 
@@ -29,7 +30,9 @@ class SparseTokenEncoder(_SparseTokenRegressor):
     self-attention (trainable queries, keys, values and output projection)
     and an MLP, with residuals and layer norm; then attention pooling with a
     learned query gives one vector per sequence, mapped linearly to R^d.
-    Its width is ``d_model``.
+    Its width is ``d_model``. :meth:`predict_attention` returns the pooling
+    query's weights over the positions, in the shape of
+    :meth:`SparseTokenTransformer.predict_attention`.
 
     Parameters
     ----------
@@ -60,6 +63,22 @@ class SparseTokenEncoder(_SparseTokenRegressor):
         seeded at fit and kept in the module's ``state_dict``.
     max_seq_len : int, default=256
         Positions of the table encodings; unused by the others.
+    layout : {"indicator", "query"}, default="indicator"
+        The layout of ``X`` (``make_sparse_selection(..., layout=...)``):
+        "indicator", the subset as a 0/1 last channel of the token rows;
+        "query", the subset as ``n_selected`` rows [0_d, i_j] of 1-based
+        positions after the tokens, so that content alone cannot select.
+        Structural: recorded in saved weights, which load only into an
+        estimator of the same layout.
+        In the query layout a query row [0_d, i_j] enters as a query flag with the
+        position i_j: p_{i_j} added (absolute encodings), the angle of i_j (RoPE), or
+        nothing ("none": symmetric in the token rows, it cannot select).
+    n_selected : int or None, default=None
+        Query layout only: the number q of query rows, which says where the
+        tokens end (T = rows - q). None: learned at a fresh ``fit`` from the
+        first sample (its rows with a nonzero last channel; every sample is
+        then checked against it), as ``token_dim`` is; given, ``initialize()``
+        builds the module without data. Unused in the indicator layout.
     random_state : int, RandomState or None, default=None
         Seeds the initial weights, the training draws, the shuffling and the
         prediction draw: the same int gives the same fitted model.
@@ -106,13 +125,16 @@ class SparseTokenEncoder(_SparseTokenRegressor):
     _parameter_constraints = _params.ENCODER
     _module_params = ("d_model", "n_heads", "n_layers", "positional_encoding", "max_seq_len")
     _forward_args_supplied = ("noise",)
+    _predict_block = 64
 
     def __init__(self, module=TransformerEncoder, *, token_dim=None, d_model=32, n_heads=2,
-                 n_layers=1, positional_encoding="none", max_seq_len=256, random_state=None,
+                 n_layers=1, positional_encoding="none", max_seq_len=256,
+                 layout="indicator", n_selected=None, random_state=None,
                  optimizer=torch.optim.Adam, lr=0.003, max_epochs=20, batch_size=256,
                  train_split=None, verbose=0, device="auto", **kwargs):
         super().__init__(
-            module, token_dim=token_dim, random_state=random_state, optimizer=optimizer,
+            module, token_dim=token_dim, layout=layout, n_selected=n_selected,
+            random_state=random_state, optimizer=optimizer,
             lr=lr, max_epochs=max_epochs, batch_size=batch_size, train_split=train_split,
             verbose=verbose, device=device, **kwargs,
         )
@@ -139,7 +161,8 @@ class SparseTokenEncoder(_SparseTokenRegressor):
 
     def _module_kwargs(self):
         return {**super()._module_kwargs(), "token_dim": self.token_dim_,
-                "eval_seed": self._seeds_[2]}
+                "eval_seed": self._seeds_[2], "layout": self.layout,
+                "n_selected": self.n_selected_}
 
     def infer(self, x, **fit_params):
         # As SparseTokenTransformer: the positional draws are made here,
@@ -148,6 +171,50 @@ class SparseTokenEncoder(_SparseTokenRegressor):
         generator = self.torch_rng_ if self.module_.training else None
         noise = self.module_.draw_noise(x, generator=generator)
         return super().infer(x, noise=noise, **fit_params)
+
+    def predict_attention(self, X):
+        """The pooling query's attention weights over the positions; each row sums to 1.
+
+        The same method name and shape as
+        :meth:`SparseTokenTransformer.predict_attention`: for each sequence,
+        the weights with which the learned query of the attention pooling
+        averages the T positions (after the blocks), averaged over the
+        ``n_heads`` heads. A model that solved the task puts them on the
+        selected positions. The blocks' own self-attention (T x T per head
+        and layer) is not returned. As ``predict``: it writes nothing to
+        the estimator, and runs in blocks of a fixed size, so a sequence's
+        weights do not depend on ``batch_size``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, seq_len, token_dim + 1)
+            Tokens and the selection indicator.
+
+        Returns
+        -------
+        attention : ndarray of shape (n_samples, seq_len), float32
+
+        Examples
+        --------
+        >>> from sparse_token_estimators import make_sparse_selection, SparseTokenEncoder
+        >>> X, y = make_sparse_selection(500, seq_len=10, token_dim=4, random_state=0)
+        >>> est = SparseTokenEncoder(d_model=16, max_epochs=2, random_state=0).fit(X, y)
+        >>> est.predict_attention(X[:3]).shape
+        (3, 10)
+        """
+        X = self._check_X(X)
+        self._set_training(False)
+        with self._device_scope(), torch.no_grad():
+            weights = []
+            for batch in self.get_iterator(self.get_dataset(X), training=False):
+                x = to_tensor(unpack_data(batch)[0], self.device)
+                n, block = len(x), self._block_for(x.shape[1])
+                padded = pad_to_block(x, block)
+                noise = self.module_.draw_noise(padded)  # eval mode: one seeded draw
+                weights += [self.module_.attention(chunk, noise=noise)
+                            for chunk in padded.split(block)]
+                weights[-1] = weights[-1][:len(weights[-1]) - (-n % block)]
+        return to_numpy(torch.cat(weights))
 
 
 class SparseTokenRNN(_SparseTokenRegressor):
@@ -160,7 +227,9 @@ class SparseTokenRNN(_SparseTokenRegressor):
     prediction. Its width is ``hidden_size``; it takes any length, but has
     seen only the training one. Recurrent nets are the other side of the
     separations of Sanford, Hsu & Telgarsky (NeurIPS 2023) and
-    Bhattamishra et al. (NeurIPS 2024).
+    Bhattamishra et al. (NeurIPS 2024). It has no attention, so no
+    ``predict_attention`` (``hasattr(est, "predict_attention")`` is False;
+    the attribute raises an ``AttributeError`` saying so).
 
     Parameters
     ----------
@@ -174,6 +243,20 @@ class SparseTokenRNN(_SparseTokenRegressor):
         Width of the hidden state.
     n_layers : int, default=1
         Stacked recurrent layers.
+    layout : {"indicator", "query"}, default="indicator"
+        The layout of ``X`` (``make_sparse_selection(..., layout=...)``):
+        "indicator", the subset as a 0/1 last channel of the token rows;
+        "query", the subset as ``n_selected`` rows [0_d, i_j] of 1-based
+        positions after the tokens, so that content alone cannot select.
+        Structural: recorded in saved weights, which load only into an
+        estimator of the same layout.
+        In the query layout it reads the token rows, then the query rows, in order.
+    n_selected : int or None, default=None
+        Query layout only: the number q of query rows, which says where the
+        tokens end (T = rows - q). None: learned at a fresh ``fit`` from the
+        first sample (its rows with a nonzero last channel; every sample is
+        then checked against it), as ``token_dim`` is; given, ``initialize()``
+        builds the module without data. Unused in the indicator layout.
     random_state : int, RandomState or None, default=None
         Seeds the initial weights and the shuffling.
     optimizer, lr, max_epochs, batch_size, train_split, verbose, **kwargs
@@ -215,13 +298,16 @@ class SparseTokenRNN(_SparseTokenRegressor):
 
     _parameter_constraints = _params.RNN
     _module_params = ("cell", "hidden_size", "n_layers")
+    _predict_block = 64
 
     def __init__(self, module=RecurrentNet, *, token_dim=None, cell="gru", hidden_size=32,
-                 n_layers=1, random_state=None, optimizer=torch.optim.Adam, lr=0.003,
+                 n_layers=1, layout="indicator", n_selected=None,
+                 random_state=None, optimizer=torch.optim.Adam, lr=0.003,
                  max_epochs=30, batch_size=256, train_split=None, verbose=0, device="auto",
                  **kwargs):
         super().__init__(
-            module, token_dim=token_dim, random_state=random_state, optimizer=optimizer,
+            module, token_dim=token_dim, layout=layout, n_selected=n_selected,
+            random_state=random_state, optimizer=optimizer,
             lr=lr, max_epochs=max_epochs, batch_size=batch_size, train_split=train_split,
             verbose=verbose, device=device, **kwargs,
         )
@@ -231,3 +317,12 @@ class SparseTokenRNN(_SparseTokenRegressor):
 
     def _module_kwargs(self):
         return {**super()._module_kwargs(), "token_dim": self.token_dim_}
+
+    @property
+    def predict_attention(self):
+        # absent (hasattr is False), with the reason, rather than a generic AttributeError
+        raise AttributeError(
+            "SparseTokenRNN has no predict_attention: a recurrent net has no attention "
+            "weights over the positions (it reads the sequence into one hidden state). "
+            "SparseTokenTransformer and SparseTokenEncoder offer predict_attention."
+        )

@@ -140,6 +140,8 @@ SKORCH = {
 COMMON = {
     "random_state": ["random_state"],
     "token_dim": [None, Count(1)],
+    "layout": [StrOptions({"indicator", "query"})],
+    "n_selected": [None, Count(1)],
 }
 
 TRANSFORMER = {
@@ -233,6 +235,12 @@ HINTS = {
                   "fixes it, so that initialize() builds the module without data."),
     "seq_len": ("It is the sequence length T: None learns it from X at fit; an int "
                 "fixes it, so that initialize() builds the module without data."),
+    "layout": ("Pass 'indicator' (the subset as a 0/1 last channel of the token rows, the "
+               "default) or 'query' (the subset as n_selected rows [0_d, i_j] of 1-based "
+               "positions after the tokens), the layout of make_sparse_selection's X."),
+    "n_selected": ("It is the number q of query rows at the end of every sequence in the "
+                   "query layout: None learns it from X at fit; an int fixes it (unused "
+                   "in the indicator layout)."),
     "pe_dim": "It is the positional-encoding dimension d_p, e.g. pe_dim=64.",
     "positional_encoding": ("'stochastic' draws fresh positions for every sequence and "
                             "predicts at any length."),
@@ -282,7 +290,8 @@ def validate(constraints, params, caller_name):
 
 #: plain name -> group; a name with "__" goes by its prefix (PREFIX_GROUPS)
 GROUPS = {
-    **dict.fromkeys(["module", "token_dim", "seq_len", "pe_dim", "positional_encoding",
+    **dict.fromkeys(["module", "token_dim", "seq_len", "layout", "n_selected", "pe_dim",
+                     "positional_encoding",
                      "max_seq_len", "output_map", "hidden_width", "n_hidden_layers",
                      # the architectures beyond the paper's two
                      "d_model", "n_heads", "n_layers", "cell", "hidden_size"],
@@ -359,7 +368,9 @@ def check_components(net, overrides=None, *, iterators=False):
     ``iterators`` also ``iterator_train__*`` / ``iterator_valid__*``) reach
     torch only when a fit builds them, after the module: a bad one would fail
     there. Building throwaway copies first refuses it before anything is
-    changed. ``overrides`` are values about to be set (``set_params``).
+    changed. ``overrides`` are values about to be set (``set_params``),
+    ``optimizer`` and ``criterion`` among them: routed values are checked
+    against the classes they will reach.
 
     Raises
     ------
@@ -372,28 +383,30 @@ def check_components(net, overrides=None, *, iterators=False):
     from ._batching import TensorBatches
 
     overrides = overrides or {}
+    criterion_class = overrides.get("criterion", net.criterion)
+    optimizer_class = overrides.get("optimizer", net.optimizer)
     kwargs = _routed(net, "criterion", overrides)
     try:
-        criterion = net.criterion(**kwargs)
-        if getattr(net.criterion, "__module__", "").startswith("torch.nn"):
+        criterion = criterion_class(**kwargs)
+        if getattr(criterion_class, "__module__", "").startswith("torch.nn"):
             # torch's losses check ``reduction`` only when called
             criterion(torch.zeros(2, 1), torch.zeros(2, 1))
     except (TypeError, ValueError, RuntimeError) as exc:
         if kwargs:
-            raise _refused(net, "criterion", kwargs, net.criterion, exc) from None
+            raise _refused(net, "criterion", kwargs, criterion_class, exc) from None
     kwargs = _routed(net, "optimizer", overrides)
     kwargs.pop("param_groups", None)  # skorch's, not the optimizer's
     try:
-        net.optimizer([torch.zeros(1, requires_grad=True)],
-                      **{"lr": overrides.get("lr", net.lr), **kwargs})
+        optimizer_class([torch.zeros(1, requires_grad=True)],
+                        **{"lr": overrides.get("lr", net.lr), **kwargs})
     except (TypeError, ValueError, RuntimeError) as exc:
         if not kwargs:
             raise ValueError(
                 f"lr={overrides.get('lr', net.lr)!r} is refused by optimizer="
-                f"{getattr(net.optimizer, '__name__', net.optimizer)}: {exc} Pass a "
+                f"{getattr(optimizer_class, '__name__', optimizer_class)}: {exc} Pass a "
                 "learning rate it accepts, e.g. lr=0.01. Nothing was changed."
             ) from None
-        raise _refused(net, "optimizer", kwargs, net.optimizer, exc) from None
+        raise _refused(net, "optimizer", kwargs, optimizer_class, exc) from None
     if not iterators:
         return
     scratch = TensorDataset(torch.zeros(2, 1), torch.zeros(2, 1))

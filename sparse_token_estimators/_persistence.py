@@ -17,12 +17,16 @@
   ``OSError`` that names the path, the cause and the fix.
 """
 
-import copy
+import contextvars
 import errno
 import inspect
+import json
+import numbers
 import os
+import warnings
 
 import torch
+from skorch import callbacks as skorch_callbacks
 from skorch.exceptions import NotInitializedError
 
 from . import _params
@@ -34,14 +38,17 @@ from ._files import (
     read_bytes,
     read_history,
     read_state,
+    remove_stale_temporaries,
     state_bytes,
     write_files,
 )
+from .exceptions import CheckpointWarning
 
+#: True while this thread runs an estimator's fit or partial_fit (callbacks saving)
+FITTING = contextvars.ContextVar("sparse_token_estimators_fitting", default=False)
 #: format of the metadata written with weights and of checkpoint manifests
 FORMAT_VERSION = 1
-#: what ``__getstate__`` writes: 2 since the fitted state holds the parameters
-#: the module was built with and the module its prediction seed (0.1.0: 1)
+#: format of what ``__getstate__`` writes (the CHANGELOG says what each one holds)
 _PICKLE_FORMAT = 2
 
 
@@ -87,6 +94,8 @@ class PersistenceMixin:
         for name, value in params.items():
             if not _params.is_structural(name):
                 continue
+            if name == "n_selected" and params.get("layout") != "query":
+                continue  # shapes nothing in the indicator layout
             if value is None:
                 value = self.__dict__.get(name + "_")
             checked[name] = _plain(value)
@@ -103,20 +112,30 @@ class PersistenceMixin:
         """Refuse weights whose metadata differs from this estimator's parameters."""
         if not isinstance(saved, dict) or not isinstance(saved.get("params"), dict):
             raise ValueError(f"{what} has metadata under '{METADATA_KEY}' that this package "
-                             "did not write. Nothing was loaded. Pass a file written by "
-                             "save_params.")
-        if saved.get("format", 0) > FORMAT_VERSION:
+                             "did not write (no \"params\" record): the file was edited, or "
+                             "written by another program. Nothing was loaded; the estimator "
+                             "is unchanged. Pass a file written by save_params.")
+        version = saved.get("format", 0)
+        if isinstance(version, bool) or not isinstance(version, numbers.Integral):
+            raise ValueError(f"{what} has metadata under '{METADATA_KEY}' whose \"format\" is "
+                             f"{version!r}, not the integer save_params writes: the file was "
+                             "edited or damaged. Nothing was loaded; the estimator is "
+                             "unchanged. Save the weights again with save_params.")
+        if version > FORMAT_VERSION:
             raise ValueError(
                 f"{what} was written by a newer sparse_token_estimators "
                 f"({saved.get('version')}, format {saved['format']}); this version reads "
                 f"format {FORMAT_VERSION}. Nothing was loaded. Upgrade the package to load it."
             )
         ours = self._weights_metadata()
+        # weights saved before the query layout were saved in the indicator layout
+        saved = {**saved, "params": {"layout": "indicator", **saved["params"]}}
         kind, mine = saved.get("estimator"), type(self).__name__
         differences, fix = [], {}
         if kind != mine:  # every parameter differs: name the kind, construct it whole
             differences.append(f"estimator: saved {kind}, this is a {mine}")
-            fix = {name: value for name, value in saved["params"].items() if name != "module"}
+            fix = {name: value for name, value in saved["params"].items() if name != "module"
+                   and (name, value) != ("layout", "indicator")}  # the default, unsaid
         else:
             names = [*saved["params"], *(n for n in ours["params"] if n not in saved["params"])]
             for name in names:
@@ -129,6 +148,12 @@ class PersistenceMixin:
         if not differences:
             return
         construct = f"{kind}({_signature(fix)})"
+        layouts = (saved["params"].get("layout"), ours["params"].get("layout"))
+        if kind == mine and layouts[0] != layouts[1]:
+            differences.append(
+                f"(the layout says what the rows of X are: weights trained on the "
+                f"{layouts[0]} layout do not read the {layouts[1]} layout's rows; "
+                "to_query_layout and to_indicator_layout convert the data)")
         raise ValueError(
             f"Cannot load {what} into this {mine}: the weights were saved by a {kind} with "
             f"other parameters:\n  " + "\n  ".join(differences) + "\nNothing was loaded; the "
@@ -236,11 +261,51 @@ class PersistenceMixin:
         data = self.state_files(files, use_safetensors)  # everything serialised first
         names = {"f_params": "the weights (f_params)", "f_module": "the weights (f_module)",
                  "f_history": "the history (f_history)"}
-        write_files([(files[key], data[key], names.get(key, key)) for key in files
-                     if is_path(files[key])])
+        try:
+            write_files([(files[key], data[key], names.get(key, key)) for key in files
+                         if is_path(files[key])])
+        except OSError as exc:
+            self._warn_swallowed_save(files, exc)
+            raise
         for key, f in files.items():
             if not is_path(f):  # a file object: written as given, not atomic
                 f.write(data[key])
+
+    def _warn_swallowed_save(self, files, exc):
+        """Warn when skorch's own ``Checkpoint`` is saving: it would swallow ``exc``.
+
+        skorch's ``Checkpoint`` catches a failed ``save_params``, prints it
+        only when ``verbose``, and has already recorded the epoch as
+        checkpointed. During a fit, a failure whose path is one of such a
+        callback's files warns with ``CheckpointWarning`` and records the
+        epoch's event as False.
+        """
+        if not FITTING.get():
+            return
+        paths = {os.path.abspath(os.fspath(f)) for f in files.values() if is_path(f)}
+        for name, callback in getattr(self, "callbacks_", []):
+            if (not isinstance(callback, skorch_callbacks.Checkpoint)
+                    or hasattr(callback, "saved_files")):  # the package's warn themselves
+                continue
+            try:
+                targets = {os.path.abspath(os.fspath(f))
+                           for f in callback.get_formatted_files(self).values() if is_path(f)}
+            except Exception:  # a callback set up in some other way: not the one saving
+                continue
+            if not paths & targets:
+                continue
+            event = callback.event_name
+            if event is not None and len(self.history):
+                self.history.record(event, False)
+            warnings.warn(
+                f"Callback {name!r} (skorch's Checkpoint) could not save epoch "
+                f"{len(self.history)}: {exc} skorch's Checkpoint would go on silently (it "
+                "prints this only when verbose)" + (f"; {event!r} is recorded False for this "
+                                                    "epoch" if event is not None else "")
+                + ". Use sparse_token_estimators.checkpoints.Checkpoint (the same "
+                "arguments): its saves are atomic, keep the previous checkpoint loadable "
+                "and warn when they fail.", CheckpointWarning, stacklevel=2)
+            return
 
     # -- loading ---------------------------------------------------------------------
 
@@ -255,6 +320,8 @@ class PersistenceMixin:
                 sources = {key: (what, data) for key, (what, data) in saved["files"].items()
                            if key != "f_pickle"}
                 formats = dict.fromkeys(sources, saved["use_safetensors"])
+        for directory in {os.path.dirname(os.fspath(f)) for f in files.values() if is_path(f)}:
+            remove_stale_temporaries(directory)  # what killed writes left there
         for key, f in files.items():
             sources[key] = (f"{key} '{os.fspath(f)}'" if is_path(f) else key,
                             read_bytes(f, key))
@@ -292,8 +359,8 @@ class PersistenceMixin:
         As skorch's ``load_params``, and: every file is read and checked
         before anything changes, weights whose recorded parameters differ
         from this estimator's are refused with each difference and the fix
-        named (weights saved without a record, by 0.1.0, are checked by
-        their keys and shapes), and if applying fails the estimator is put
+        named (weights saved without a record, by skorch or an earlier
+        release, are checked by their keys and shapes), and if applying fails the estimator is put
         back as it was. ``checkpoint`` may be a
         :class:`~sparse_token_estimators.checkpoints.Checkpoint` or
         ``TrainEndCheckpoint`` (its manifest names the files of one epoch, in
@@ -319,7 +386,9 @@ class PersistenceMixin:
 
         Returns
         -------
-        None
+        self : estimator
+            This estimator, so that ``Est(...).initialize().load_params(...)``
+            chains (skorch's ``load_params`` returns None).
         """
         # skorch reads self.device while it loads: resolved in this call only
         with self._device_scope():
@@ -332,37 +401,26 @@ class PersistenceMixin:
             if not sources:
                 if self.verbose:
                     print("Nothing to load")
-                return
-            decoded = {}
-            for key, (what, data) in sources.items():
-                if key == "f_history":
-                    decoded[key] = read_history(data, what)
-                else:
-                    decoded[key] = read_state(data, what, formats.get(key, use_safetensors),
-                                              self.torch_load_kwargs)
+                return self
+            decoded = {key: _decode(key, what, data, formats.get(key, use_safetensors),
+                                    self.torch_load_kwargs)
+                       for key, (what, data) in sources.items()}
             for key in ("f_params", "f_module"):
                 if key in decoded and decoded[key][1] is not None:
                     self._check_metadata(decoded[key][1], sources[key][0])
-            snapshot = dict(self.__dict__)
-            backups = {}
-            try:
+            with self._transaction():
                 if not self.initialized_ or self._structure_changes():
                     self.initialize()
                 targets = {key: self._component(key, "load")
                            for key in decoded if key != "f_history"}
                 for key, component in targets.items():
-                    _check_fits(component, decoded[key][0], sources[key][0], self)
+                    recorded = key in ("f_params", "f_module") and decoded[key][1] is not None
+                    _check_fits(component, decoded[key][0], sources[key][0], self, recorded)
                 for key, component in targets.items():
-                    backups[key] = (component, copy.deepcopy(component.state_dict()))
                     component.load_state_dict(decoded[key][0])
                 if "f_history" in decoded:
                     self.history = decoded["f_history"]
-            except BaseException:
-                for component, state in backups.values():
-                    component.load_state_dict(state)
-                self.__dict__.clear()
-                self.__dict__.update(snapshot)
-                raise
+        return self
 
     # -- pickling --------------------------------------------------------------------
 
@@ -387,7 +445,7 @@ class PersistenceMixin:
             self.torch_rng_ = generator_on(*rng_state, resolve_device(self.device))
 
     def _upgrade_state(self, state):
-        """Read a pickle of 0.1.0, whose fitted state this version cannot use."""
+        """Read a pickle of an older format, whose fitted state this version cannot use."""
         if state.get("initialized_"):
             raise ValueError(
                 f"This {type(self).__name__} was pickled fitted by "
@@ -403,12 +461,40 @@ class PersistenceMixin:
                 state.setdefault(name, param.default)
 
 
+def _decode(key, what, data, use_safetensors, torch_load_kwargs):
+    """The history, or ``(state_dict, metadata)``, of one file; errors name the file."""
+    if key == "f_history":
+        return read_history(data, what)
+    try:
+        return read_state(data, what, use_safetensors, torch_load_kwargs)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{what} has metadata under '{METADATA_KEY}' that is not JSON ({exc}): the file "
+            "was edited or damaged. Nothing was loaded; the estimator is unchanged. Save the "
+            "weights again with save_params."
+        ) from None
+    except ValueError:
+        raise
+    except Exception as exc:  # safetensors raises its own SafetensorError, naming no file
+        kind = "safetensors" if use_safetensors else "torch"
+        raise ValueError(
+            f"{what} could not be read as a {kind} file ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:200]}): it is damaged or truncated. Nothing was "
+            "loaded; the estimator is unchanged. Save the weights again with save_params."
+        ) from None
+
+
 def _shape(value):
     return tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
 
 
-def _check_fits(component, state, what, net):
-    """Refuse ``state`` if its keys or shapes do not fit ``component``; change nothing."""
+def _check_fits(component, state, what, net, recorded=False):
+    """Refuse ``state`` if its keys or shapes do not fit ``component``; change nothing.
+
+    ``recorded``: the file's metadata named parameters that matched this
+    estimator's, so keys or shapes that differ mean the file is not what its
+    metadata says.
+    """
     if isinstance(component, torch.optim.Optimizer):
         return _check_optimizer_fits(component, state, what)
     expected = component.state_dict()
@@ -421,6 +507,15 @@ def _check_fits(component, state, what, net):
     found = [f"missing keys {missing}"] if missing else []
     found += [f"unexpected keys {unexpected}"] if unexpected else []
     found += [f"shapes differ ({'; '.join(shapes)})"] if shapes else []
+    if recorded:
+        raise ValueError(
+            f"Cannot load {what} into this {type(net).__name__}: its metadata records the "
+            "parameters of this estimator, but its weights do not fit its "
+            f"{type(component).__name__}: {', '.join(found)}. The metadata was edited or the "
+            "weights were replaced after save_params wrote the file. Nothing was loaded; the "
+            "estimator is unchanged. Load the file as save_params wrote it, or save the "
+            "weights again."
+        )
     raise ValueError(
         f"Cannot load {what} into this {type(net).__name__}: it does not fit its "
         f"{type(component).__name__}: {', '.join(found)}. The file records no parameters "

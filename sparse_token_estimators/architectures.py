@@ -96,11 +96,17 @@ class Rotary(nn.Module):
         # derived from head_size: a buffer that follows the device, not saved
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
-    def forward(self, x):
-        T = x.shape[-2]
-        t = torch.arange(T, device=x.device, dtype=self.inv_freq.dtype)
-        angles = t[:, None] * self.inv_freq  # (T, hs / 2)
-        cos, sin = angles.cos(), angles.sin()  # (T, hs / 2)
+    def forward(self, x, positions=None):
+        # positions: (B, T) the position of every row (the query layout gives
+        # a query row the position it names); None: row t is at position t
+        if positions is None:
+            T = x.shape[-2]
+            t = torch.arange(T, device=x.device, dtype=self.inv_freq.dtype)
+            angles = t[:, None] * self.inv_freq  # (T, hs / 2)
+        else:
+            angles = positions.to(self.inv_freq.dtype)[:, None, :, None] * self.inv_freq
+            # (B, 1, T, hs / 2): broadcast over the heads
+        cos, sin = angles.cos(), angles.sin()  # (T or B, 1, T, hs / 2)
         x1, x2 = x[..., 0::2], x[..., 1::2]  # (B, nh, T, hs / 2) each
         rotated = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
         return rotated.flatten(-2)  # (B, nh, T, hs)
@@ -116,13 +122,13 @@ class SelfAttention(nn.Module):
         self.c_proj = nn.Linear(d_model, d_model)  # the output projection
         self.rotary = Rotary(d_model // n_heads) if rotary else None
 
-    def forward(self, x):
+    def forward(self, x, positions=None):
         B, T, C = x.shape  # (B, T, C)
         q, k, v = self.c_attn(x).split(C, dim=2)  # (B, T, C) each
         q, k, v = (t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2)
                    for t in (q, k, v))  # (B, nh, T, hs)
         if self.rotary is not None:
-            q, k = self.rotary(q), self.rotary(k)
+            q, k = self.rotary(q, positions), self.rotary(k, positions)
         y = F.scaled_dot_product_attention(q, k, v)  # softmax(q k^T / sqrt(hs)) v: (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C): heads side by side
         return self.c_proj(y)
@@ -150,8 +156,8 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(d_model)
         self.mlp = MLP(d_model)
 
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))  # (B, T, C)
+    def forward(self, x, positions=None):
+        x = x + self.attn(self.ln_1(x), positions)  # (B, T, C)
         x = x + self.mlp(self.ln_2(x))  # (B, T, C)
         return x
 
@@ -171,6 +177,20 @@ class AttentionPooling(nn.Module):
         self.query = nn.Parameter(torch.randn(d_model) / math.sqrt(d_model))
         self.c_kv = nn.Linear(d_model, 2 * d_model)
         self.c_proj = nn.Linear(d_model, d_model)
+
+    def weights(self, x):
+        """The query's softmax weights over the T positions, per head: (B, nh, T).
+
+        What ``forward`` averages the values with (scaled dot products, as
+        ``scaled_dot_product_attention`` computes them); each row sums to 1.
+        """
+        B, T, C = x.shape  # (B, T, C)
+        hs = C // self.n_heads
+        k, _ = self.c_kv(x).split(C, dim=2)  # (B, T, C)
+        k = k.view(B, T, self.n_heads, hs).transpose(1, 2)  # (B, nh, T, hs)
+        q = self.query.view(1, self.n_heads, 1, hs)  # (1, nh, 1, hs)
+        scores = (q @ k.transpose(-1, -2)).squeeze(2) / math.sqrt(hs)  # (B, nh, T)
+        return torch.softmax(scores, dim=-1)
 
     def forward(self, x):
         B, T, C = x.shape  # (B, T, C)
@@ -218,6 +238,15 @@ class TransformerEncoder(nn.Module):
     eval_seed : int
         Seed of the eval-mode positional draws; an int64 buffer, part of the
         ``state_dict``.
+    layout : {"indicator", "query"}
+        The layout of ``X``. In the query layout each of the last
+        ``n_selected`` rows, [0_d, i_j], enters as a query flag [0_d, 1] and
+        takes the position i_j it names: an absolute encoding adds p_{i_j}
+        (the vector of the token it names), RoPE rotates it by the angle of
+        i_j; without an encoding it gets nothing, so the model is symmetric
+        in the token rows and cannot select (R^2 at most q / T).
+    n_selected : int or None
+        The number q of query rows (query layout only).
 
     Examples
     --------
@@ -229,9 +258,16 @@ class TransformerEncoder(nn.Module):
     torch.Size([8, 4])
     """
 
+    #: defaults for modules pickled before the query layout
+    layout = "indicator"
+    n_selected = None
+
     def __init__(self, token_dim, d_model=32, n_heads=2, n_layers=2,
-                 positional_encoding="none", max_seq_len=256, eval_seed=0):
+                 positional_encoding="none", max_seq_len=256, eval_seed=0,
+                 layout="indicator", n_selected=None):
         super().__init__()
+        self.layout = layout
+        self.n_selected = n_selected
         if positional_encoding not in ENCODER_ENCODINGS:
             raise ValueError(
                 f"positional_encoding must be one of {_names(ENCODER_ENCODINGS)}; got "
@@ -259,6 +295,8 @@ class TransformerEncoder(nn.Module):
         """
         if self.positions is None or not self.positions.random:
             return None
+        if self.layout == "query":  # the positions are the token rows'
+            X = X[:, :X.shape[1] - self.n_selected]
         B, T = X.shape[:2]
         if self.training:
             return self.positions.draw((1, B, T), generator=generator, device=X.device)
@@ -282,6 +320,34 @@ class TransformerEncoder(nn.Module):
         shape = (1, B, T) if self.training else (1, 1, T)
         return self.positions(shape, noise)[0]  # (B or 1, T, C)
 
+    def _encode(self, X, noise):
+        if self.layout == "query":
+            return self._encode_query(X, noise)
+        x = self.embed(X)  # (B, T, C): tokens and indicator together
+        P = self._positional_vectors(X, noise)
+        if P is not None:
+            x = x + P  # (B, T, C)
+        for block in self.blocks:
+            x = block(x)  # (B, T, C)
+        return self.ln_f(x)  # (B, T, C)
+
+    def attention(self, X, noise=None):
+        """The pooling query's weights over the T positions, averaged over heads: (B, T).
+
+        Each row sums to 1: how much of each position's vector the pooled
+        vector (and so the prediction) is made of, as the paper's model's
+        ``attention`` says how much of each token its output is. The
+        self-attention of the blocks (T x T per head and layer) is not
+        returned. ``noise`` as in ``forward``. In the query layout the pooled
+        rows are the T tokens and the q query rows; the weights of the token
+        rows are returned (B, T), and the query rows' share is what they
+        leave of 1.
+        """
+        weights = self.pool.weights(self._encode(X, noise)).mean(1)  # (B, nh, rows) -> (B, rows)
+        if self.layout == "query":
+            weights = weights[:, : X.shape[1] - self.n_selected]  # (B, T): the token rows
+        return weights
+
     def forward(self, X, noise=None):
         """Predict from ``X`` of shape (B, T, d + 1); returns (B, d).
 
@@ -289,13 +355,32 @@ class TransformerEncoder(nn.Module):
         mode; when None it is drawn here (from the global generator in
         training).
         """
-        x = self.embed(X)  # (B, T, C): tokens and indicator together
-        P = self._positional_vectors(X, noise)
+        return self.head(self.pool(self._encode(X, noise)))  # (B, T, C) -> (B, C) -> (B, d)
+
+    def _encode_query(self, X, noise):
+        # X: (B, T + q, d + 1), T token rows [x_i, 0] then q query rows [0_d, i_j]
+        B, rows, _ = X.shape
+        T = rows - self.n_selected
+        tokens = X[:, :T]  # (B, T, d + 1)
+        index = X[:, T:, -1].long() - 1  # (B, q): 0-based positions named
+        # a query row's content is only that it is one: its position is its code
+        flags = torch.zeros_like(X[:, T:])  # (B, q, d + 1)
+        flags[..., -1] = 1.0
+        x = self.embed(torch.cat([tokens, flags], dim=1))  # (B, T + q, C)
+        if noise is None:
+            noise = self.draw_noise(X)  # of the token rows' positions
+        P = self._positional_vectors(tokens, noise)  # (B or 1, T, C) or None
         if P is not None:
-            x = x + P  # (B, T, C)
+            P = P.expand(B, -1, -1)  # (B, T, C)
+            named = P.gather(1, index.unsqueeze(-1).expand(-1, -1, P.shape[-1]))  # (B, q, C)
+            x = x + torch.cat([P, named], dim=1)  # (B, T + q, C): p_i, then p_{i_j}
+        positions = None
+        if self.blocks and self.blocks[0].attn.rotary is not None:
+            order = torch.arange(T, device=X.device).expand(B, T)  # (B, T)
+            positions = torch.cat([order, index], dim=1)  # (B, T + q): rows, then i_j
         for block in self.blocks:
-            x = block(x)  # (B, T, C)
-        return self.head(self.pool(self.ln_f(x)))  # (B, T, C) -> (B, C) -> (B, d)
+            x = block(x, positions)  # (B, T + q, C)
+        return self.ln_f(x)  # (B, T + q, C)
 
 
 class RecurrentNet(nn.Module):

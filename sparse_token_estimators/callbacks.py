@@ -268,10 +268,33 @@ class NoTrainingStepError(ValueError):
 class DivergenceCheck(Callback):
     """Stop training with :class:`TrainingDivergedError` when it diverges.
 
-    After every training batch the loss must be finite, and at the end of
-    training the weights too (the last step can break them with no loss left
-    to show it). Installed by default in both estimators (as
-    ``"divergence_check"``); ``callbacks="disable"`` removes it with the rest.
+    Two signs of divergence are checked:
+
+    - after every training batch, the loss must be finite, and at the end
+      of training the weights too (the last step can break them with no
+      loss left to show it);
+    - at the end of every epoch from the second on, the epoch's training
+      loss must not exceed ``max_loss_ratio`` times the reference loss,
+      the larger of the first recorded epoch's training loss and the loss
+      of its first batch (the untrained model's loss, in the criterion's
+      own units, so a criterion of any scale or reduction is compared with
+      itself). Healthy training lowers the loss from where it started; a
+      whole epoch averaging a thousand times worse than the untrained model
+      is an explosion that stays finite (too large an ``lr``), whose model
+      predicts worse than a constant. The reference is the history's first
+      epoch, so training that continues (``warm_start``, ``partial_fit``)
+      is compared with the model as it began.
+
+    Installed by default in every estimator (as ``"divergence_check"``);
+    ``callbacks="disable"`` removes it with the rest, and
+    ``callbacks__divergence_check__max_loss_ratio=None`` turns the second
+    check off.
+
+    Parameters
+    ----------
+    max_loss_ratio : float or None, default=1e3
+        The largest epoch loss allowed, as a multiple of the reference loss;
+        None checks finiteness only.
 
     Examples
     --------
@@ -280,9 +303,41 @@ class DivergenceCheck(Callback):
     'DivergenceCheck'
     """
 
+    def __init__(self, max_loss_ratio=1e3):
+        self.max_loss_ratio = max_loss_ratio
+
+    def initialize(self):
+        ratio = self.max_loss_ratio
+        if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
+                                  or not ratio > 1):
+            raise ValueError(
+                f"DivergenceCheck's max_loss_ratio must be a number > 1 or None; got "
+                f"{ratio!r}. Pass e.g. callbacks__divergence_check__max_loss_ratio=1e4, or "
+                "None to check only that the loss stays finite."
+            )
+        return self
+
     def on_batch_end(self, net, batch=None, training=False, **kwargs):
         if training and not math.isfinite(loss := net.history[-1, "batches", -1, "train_loss"]):
             self._diverged(net, f"the training loss became {loss}")
+
+    def on_epoch_end(self, net, **kwargs):
+        if self.max_loss_ratio is None or len(net.history) < 2:
+            return
+        # skorch's train_loss column is written after this callback runs:
+        # the epoch's loss from its batches, weighted by their sizes as skorch does
+        batches = [b for b in net.history[-1]["batches"] if "train_loss" in b]
+        sizes = [b.get("train_batch_size", 1) for b in batches]
+        loss = (sum(b["train_loss"] * n for b, n in zip(batches, sizes)) / sum(sizes)
+                if batches and sum(sizes) else None)
+        reference = _reference_loss(net.history)
+        if loss is None or reference is None or reference <= 0:
+            return
+        if loss > self.max_loss_ratio * reference:
+            self._diverged(
+                net, f"the training loss exploded to {loss:.3g}, more than "
+                f"max_loss_ratio={self.max_loss_ratio:g} times the loss the fit started "
+                f"from ({reference:.3g}, epoch 1)")
 
     def on_train_end(self, net, **kwargs):
         if not all(torch.isfinite(p).all() for p in net.module_.parameters()):
@@ -298,6 +353,15 @@ class DivergenceCheck(Callback):
             "is as it was before this call; this error's history attribute keeps "
             "the losses up to the divergence."
         )
+
+
+def _reference_loss(history):
+    """The larger of the first epoch's training loss and its first batch's; None if none."""
+    first = history[0]
+    losses = [first.get("train_loss")]
+    losses += [batch.get("train_loss") for batch in first.get("batches", [])[:1]]
+    losses = [loss for loss in losses if isinstance(loss, (int, float)) and math.isfinite(loss)]
+    return max(losses) if losses else None
 
 
 class EpochStepCheck(Callback):

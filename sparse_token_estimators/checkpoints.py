@@ -19,8 +19,17 @@ take skorch's arguments and behave as skorch's, and:
   verbosity, naming the path and the cause (skorch's prints only when
   verbose), records ``event_cp=False`` for the epoch, and leaves the previous
   checkpoint loadable; training goes on.
+- **Leftovers of killed writes are removed.** The temporary files a kill
+  left in the checkpoint's directory (``.<file>.<8 hex digits>.tmp``,
+  ``.params.pt.staged.<hex>.tmp``) are removed at the next save or load
+  there; only files of that pattern that no live write holds.
 - :class:`LoadInitState` starts fresh only when no checkpoint was written
   yet: a damaged checkpoint raises instead of being skipped.
+- **A resumed run can finish its plan.** As in skorch, a fit that loads a
+  checkpoint trains ``max_epochs`` epochs more (planned 12, killed at 3,
+  resumed: 15 in all). ``LoadInitState(cp, max_epochs=12)`` stops the
+  resumed fit once the history holds 12 epochs, so the run ends where it
+  was planned to, however often it was killed and started again.
 
 They are subclasses of skorch's (``isinstance`` checks and skorch's
 arguments work). They live here rather than in ``callbacks`` because they
@@ -35,7 +44,13 @@ import warnings
 from skorch import callbacks as skorch_callbacks
 from skorch.utils import noop
 
-from ._files import digest, history_bytes, state_bytes, write_files
+from ._files import (
+    digest,
+    history_bytes,
+    remove_stale_temporaries,
+    state_bytes,
+    write_files,
+)
 from .exceptions import CheckpointWarning
 
 #: format of the manifest a :class:`Checkpoint` writes
@@ -84,7 +99,7 @@ dirname, event_name, sink, load_best, use_safetensors, **kwargs
     >>> cp = Checkpoint(monitor=None, dirname=tempfile.mkdtemp())
     >>> est = SparseTokenFCN(hidden_width=8, max_epochs=3, callbacks=[cp]).fit(X, y)
     >>> new = SparseTokenFCN(hidden_width=8, seq_len=5, token_dim=2)
-    >>> new.load_params(checkpoint=cp)
+    >>> new = new.load_params(checkpoint=cp)  # returns the estimator
     >>> len(new.history_), cp.saved_epoch()
     (3, 3)
     """
@@ -209,6 +224,7 @@ dirname, event_name, sink, load_best, use_safetensors, **kwargs
         does). Raises ``ValueError`` if a file the manifest names is missing
         or changed.
         """
+        remove_stale_temporaries(os.path.dirname(self.manifest_path_))  # of killed writes
         manifest = self._read_manifest()
         if manifest is None:
             return None
@@ -265,7 +281,7 @@ use_safetensors, sink, **kwargs
     >>> end = TrainEndCheckpoint(dirname=tempfile.mkdtemp())
     >>> est = SparseTokenFCN(hidden_width=8, max_epochs=2, callbacks=[end]).fit(X, y)
     >>> new = SparseTokenFCN(hidden_width=8, seq_len=5, token_dim=2)
-    >>> new.load_params(checkpoint=end)
+    >>> new = new.load_params(checkpoint=end)
     >>> len(new.history_)
     2
     """
@@ -308,12 +324,27 @@ class LoadInitState(skorch_callbacks.LoadInitState):
     be loaded (damaged, or of another model) raises, where skorch's would
     skip a missing file and train from scratch without a word.
 
+    **Finishing a planned run.** As in skorch, a fit that loads a
+    checkpoint then trains ``max_epochs`` epochs more: a run planned for
+    12 epochs, killed after 3 and started again, ends after 15. To finish
+    the planned run instead, pass ``max_epochs=12`` here too
+    (``LoadInitState(cp, max_epochs=12)``): training stops once the
+    history holds 12 epochs, so the resumed fit trains the 9 that are
+    missing (and none if the checkpoint already holds 12). Every callback
+    sees the last epoch end as usual; the stop is skorch's clean one, as
+    for ``EarlyStopping``. (By hand: ``est.set_params(max_epochs=12 -
+    len(est.history_))`` after loading, then ``partial_fit``.)
+
     Parameters
     ----------
     checkpoint : Checkpoint or TrainEndCheckpoint
         The checkpoint to load.
     use_safetensors : bool, default=False
         For skorch's own checkpoints; a manifest says its format itself.
+    max_epochs : int or None, default=None
+        The epochs the whole run is planned for, counted in the history
+        (the loaded epochs included); None: train the estimator's
+        ``max_epochs`` after loading, as skorch does.
 
     Examples
     --------
@@ -326,7 +357,34 @@ class LoadInitState(skorch_callbacks.LoadInitState):
     ...                           callbacks=[cp, LoadInitState(cp)]).fit(X, y)
     >>> len(run().history_), len(run().history_)   # the second run continues the first
     (2, 4)
+    >>> cp = Checkpoint(monitor=None, dirname=tempfile.mkdtemp())
+    >>> def planned(max_epochs):  # the same plan of 3 epochs, however often it starts
+    ...     return SparseTokenFCN(hidden_width=8, max_epochs=max_epochs,
+    ...                           callbacks=[cp, LoadInitState(cp, max_epochs=3)]).fit(X, y)
+    >>> len(planned(2).history_), len(planned(3).history_), len(planned(3).history_)
+    (2, 3, 3)
     """
+
+    def __init__(self, checkpoint, use_safetensors=False, max_epochs=None):
+        super().__init__(checkpoint, use_safetensors=use_safetensors)
+        self.max_epochs = max_epochs
+
+    def initialize(self):
+        super().initialize()
+        planned = self.max_epochs
+        if planned is not None and (isinstance(planned, bool) or not isinstance(planned, int)
+                                    or planned < 1):
+            raise ValueError(
+                f"LoadInitState's max_epochs must be None or an int >= 1, the epochs the "
+                f"whole run is planned for; got {planned!r}."
+            )
+        return self
+
+    def on_epoch_begin(self, net, **kwargs):
+        # skorch has opened the row of an epoch beyond the plan: close it, stop cleanly
+        if self.max_epochs is not None and len(net.history) > self.max_epochs:
+            net.history.pop()
+            raise KeyboardInterrupt
 
     def on_train_begin(self, net, X=None, y=None, **kwargs):
         if not hasattr(self.checkpoint, "saved_files"):  # skorch's own checkpoint

@@ -2,13 +2,14 @@
 and a stream of fresh samples drawn on the device."""
 
 import numbers
+import os
 
 import numpy as np
 import torch
 from torch.utils.data import IterableDataset
 
 from ._device import resolve_device
-from ._layout import check_int
+from ._layout import check_int, check_layout, indicator_as_query
 
 #: values per block of tokens drawn at once (256 KiB of float32)
 _BLOCK_VALUES = 1 << 16
@@ -46,6 +47,34 @@ def _as_generator(random_state):
     return np.random.default_rng(random_state.randint(np.iinfo(np.int32).max))
 
 
+def _memory(device=None):
+    """Bytes of memory on ``device`` (the host's RAM for the CPU); None if unknown."""
+    if device is not None and torch.device(device).type == "cuda":
+        return torch.cuda.get_device_properties(torch.device(device)).total_memory
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _size(n_bytes):
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n_bytes < 1024 or unit == "PiB":
+            return f"{n_bytes:.3g} {unit}" if unit != "bytes" else f"{n_bytes} bytes"
+        n_bytes /= 1024
+
+
+def _check_fits_memory(n_bytes, what, fix, device=None):
+    """Refuse, before anything is allocated, an array larger than the memory there is."""
+    available = _memory(device)
+    if available is not None and n_bytes > available:
+        where = "the GPU's" if device is not None and "cuda" in str(device) else "this machine's"
+        raise MemoryError(
+            f"{what} would need {_size(n_bytes)}, more than {where} {_size(available)} of "
+            f"memory. {fix}"
+        )
+
+
 def _check_task(n_samples, seq_len, token_dim, n_selected):
     """The task's sizes as ints, or an error naming the argument and the fix."""
     n_samples = check_int(n_samples, "n_samples")
@@ -67,6 +96,7 @@ def make_sparse_selection(
     n_selected=3,
     *,
     return_support=False,
+    layout="indicator",
     random_state=None,
 ):
     """Generate the sparse token selection task: average q of T tokens.
@@ -92,6 +122,13 @@ def make_sparse_selection(
         Number q of selected tokens, 1 <= q <= T.
     return_support : bool, default=False
         If True, also return the selected positions.
+    layout : {"indicator", "query"}, default="indicator"
+        How ``X`` gives the subset. "indicator": a last channel, 1.0 on the
+        selected token rows. "query": after the T token rows ``[x_i, 0]``,
+        q rows ``[0_d, i_j]``, i_j the 1-based position of the j-th selected
+        token, ascending; content alone cannot select there. The same seed
+        gives the same tokens, subsets and targets in both layouts, and the
+        indicator layout's numbers do not depend on this parameter.
     random_state : int, RandomState, Generator or None, default=None
         Seed or generator; the same int gives the same data.
 
@@ -99,7 +136,10 @@ def make_sparse_selection(
     -------
     X : ndarray of shape (n_samples, seq_len, token_dim + 1), float32
         ``X[..., :token_dim]`` are the tokens, ``X[..., token_dim]`` is the
-        selection indicator (1.0 for selected positions, 0.0 otherwise).
+        selection indicator (1.0 for selected positions, 0.0 otherwise). In
+        the query layout, of shape (n_samples, seq_len + n_selected,
+        token_dim + 1): the tokens with 0.0 in the last channel, then the
+        query rows.
     y : ndarray of shape (n_samples, token_dim), float32
         The average of the selected tokens.
     support : ndarray of shape (n_samples, n_selected), int64
@@ -116,6 +156,12 @@ def make_sparse_selection(
     ((4, 10, 3), (4, 2), (4, 3))
     >>> bool((X[..., -1].sum(axis=1) == 3).all())
     True
+    >>> X_query, y_query = make_sparse_selection(
+    ...     4, seq_len=10, token_dim=2, n_selected=3, layout="query", random_state=0)
+    >>> X_query.shape, bool((X_query[:, 10:, -1] == support + 1).all())
+    ((4, 13, 3), True)
+    >>> bool((y_query == y).all())
+    True
     """
     n_samples, seq_len, token_dim, n_selected = _check_task(
         n_samples, seq_len, token_dim, n_selected)
@@ -125,9 +171,20 @@ def make_sparse_selection(
             f"{type(return_support).__name__}. With True, the positions of the "
             "selected tokens are returned as a third array."
         )
+    # X in float32 and the (n, T) mask of the subsets drawn beside it
+    _check_fits_memory(
+        n_samples * seq_len * (4 * (token_dim + 1) + 1),
+        f"make_sparse_selection(n_samples={n_samples}, seq_len={seq_len}, "
+        f"token_dim={token_dim})",
+        "Lower seq_len or n_samples, or train on a SparseSelectionStream, which draws "
+        "batch by batch.")
+    query = check_layout(layout) == "query"
     rng = _as_generator(random_state)
 
-    X = np.empty((n_samples, seq_len, token_dim + 1), dtype=np.float32)
+    # The query rows follow the tokens: the same draws fill the same token
+    # rows whatever the layout, so one seed makes one task in both.
+    n_rows = seq_len + n_selected if query else seq_len
+    X = np.empty((n_samples, n_rows, token_dim + 1), dtype=np.float32)
     # The tokens go straight into X through a small reused buffer: the same
     # stream as one big draw, without a second full-size array to copy. The
     # indicator channel is cleared in the same pass, while the block is in cache.
@@ -136,14 +193,18 @@ def make_sparse_selection(
     for start in range(0, n_samples, block):
         out = buffer[:min(block, n_samples - start)]
         rng.standard_normal(out=out, dtype=np.float32)
-        rows = X[start:start + len(out)]
+        rows = X[start:start + len(out), :seq_len]
         rows[..., :token_dim] = out
         rows[..., token_dim] = 0.0
     support = _uniform_subsets(rng, n_samples, seq_len, n_selected)
     # One row per (sample, position): the selected rows of every sample.
     positions_of = X.reshape(-1, token_dim + 1)
-    index = (np.arange(n_samples) * seq_len)[:, np.newaxis] + support
-    positions_of[index, token_dim] = 1.0
+    index = (np.arange(n_samples) * n_rows)[:, np.newaxis] + support
+    if query:
+        X[:, seq_len:, :token_dim] = 0.0
+        X[:, seq_len:, token_dim] = support + 1  # 1-based, ascending
+    else:
+        positions_of[index, token_dim] = 1.0
     # y: the selected tokens added in position order, then divided by q.
     y = positions_of.take(index[:, 0], axis=0)[:, :token_dim].copy()
     for k in range(1, n_selected):
@@ -215,10 +276,14 @@ class SparseSelectionStream(IterableDataset):
         Where the samples are drawn: "auto" (a GPU when present), "cpu",
         "cuda" or "cuda:N". An estimator fits on a stream drawn on its own
         device.
+    layout : {"indicator", "query"}, default="indicator"
+        The layout of ``X``, as in :func:`make_sparse_selection`; the same
+        seeds draw the same tokens, subsets and targets in both. An
+        estimator fits on a stream of its own layout.
 
     Attributes
     ----------
-    seq_len, token_dim, n_selected, n_samples, random_state, device
+    seq_len, token_dim, n_selected, n_samples, random_state, device, layout
         The parameters, as given.
 
     Notes
@@ -245,7 +310,7 @@ class SparseSelectionStream(IterableDataset):
     """
 
     def __init__(self, seq_len, token_dim, n_selected, *, n_samples, random_state=None,
-                 device="auto"):
+                 device="auto", layout="indicator"):
         # The generator's checks: the same messages for the same mistakes.
         n_samples, seq_len, token_dim, n_selected = _check_task(
             n_samples, seq_len, token_dim, n_selected)
@@ -254,8 +319,15 @@ class SparseSelectionStream(IterableDataset):
         self.n_selected = n_selected
         self.n_samples = n_samples
         self.random_state = _check_random_state(random_state)
-        resolve_device(device)  # a bad or absent device fails here, not at fit
+        resolved = resolve_device(device)  # a bad or absent device fails here, not at fit
         self.device = device
+        self.layout = check_layout(layout)
+        _check_fits_memory(self._batch_bytes(1), f"One sequence of seq_len={seq_len} and "
+                           f"token_dim={token_dim}", "Lower seq_len.", resolved)
+
+    def _batch_bytes(self, batch_size):
+        # the tokens, the subsets' mask and the concatenated batch, in float32
+        return batch_size * self.seq_len * 4 * (2 * (self.token_dim + 1) + 1)
 
     def __len__(self):
         return self.n_samples
@@ -276,7 +348,8 @@ class SparseSelectionStream(IterableDataset):
     def __repr__(self):
         return (f"{type(self).__name__}(seq_len={self.seq_len}, token_dim={self.token_dim}, "
                 f"n_selected={self.n_selected}, n_samples={self.n_samples}, "
-                f"random_state={self.random_state!r}, device={self.device!r})")
+                f"random_state={self.random_state!r}, device={self.device!r}"
+                + (f", layout={self.layout!r})" if self.layout != "indicator" else ")"))
 
     def batches(self, batch_size, *, generator=None, drop_last=False):
         """Yield one epoch of ``(X, y)`` batches, drawn on the device.
@@ -297,10 +370,16 @@ class SparseSelectionStream(IterableDataset):
         Yields
         ------
         X : Tensor of shape (batch, seq_len, token_dim + 1), float32
+            (batch, seq_len + n_selected, token_dim + 1) in the query layout.
         y : Tensor of shape (batch, token_dim), float32
         """
         batch_size = check_int(batch_size, "batch_size")
         device = resolve_device(self.device)
+        _check_fits_memory(
+            self._batch_bytes(min(batch_size, self.n_samples)),
+            f"A batch of {min(batch_size, self.n_samples)} sequences of "
+            f"seq_len={self.seq_len} and token_dim={self.token_dim}",
+            "Lower the estimator's batch_size, or seq_len.", device)
         # Once per epoch, on the host: the seed of this epoch's device generator.
         mix = 0
         if generator is not None:
@@ -323,7 +402,10 @@ class SparseSelectionStream(IterableDataset):
         tokens = torch.randn(batch, T, d, generator=rng, device=device)  # (B, T, d)
         selected = _uniform_subsets_on(rng, batch, T, q, device).float()  # (B, T)
         y = (selected.unsqueeze(1) @ tokens).squeeze(1) / q  # (B, d): mean of the selected
-        return torch.cat([tokens, selected.unsqueeze(-1)], dim=-1), y  # (B, T, d + 1)
+        X = torch.cat([tokens, selected.unsqueeze(-1)], dim=-1)  # (B, T, d + 1)
+        if self.layout == "query":  # the same draws, the subset as q rows of positions
+            X = indicator_as_query(X, q)  # (B, T + q, d + 1)
+        return X, y
 
 
 def _uniform_subsets_on(rng, n_samples, seq_len, n_selected, device):

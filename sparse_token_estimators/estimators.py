@@ -80,6 +80,30 @@ class SparseTokenTransformer(_SparseTokenRegressor):
         same.
     output_map : bool, default=False
         Add a trainable linear map after the attention (off in the paper).
+        Without it the prediction is a convex combination of the tokens (the
+        attention weights are positive and sum to 1), so it cannot rescale
+        or shift them: a target on another scale than the tokens' averages,
+        such as the standardised y of
+        ``TransformedTargetRegressor(SparseTokenTransformer(),
+        transformer=StandardScaler())``, is out of its reach, and such a
+        meta-estimator scores lower than the model on y as it is. Use
+        ``output_map=True`` with a transformed target (the map learns the
+        rescaling), or leave y untransformed.
+    layout : {"indicator", "query"}, default="indicator"
+        The layout of ``X`` (``make_sparse_selection(..., layout=...)``):
+        "indicator", the subset as a 0/1 last channel of the token rows;
+        "query", the subset as ``n_selected`` rows [0_d, i_j] of 1-based
+        positions after the tokens, so that content alone cannot select.
+        Structural: recorded in saved weights, which load only into an
+        estimator of the same layout.
+        In the query layout the query is z = sum_j p_{i_j} over the positions the
+        query rows name, at any length (the tokens are all rows but the last q).
+    n_selected : int or None, default=None
+        Query layout only: the number q of query rows, which says where the
+        tokens end (T = rows - q). None: learned at a fresh ``fit`` from the
+        first sample (its rows with a nonzero last channel; every sample is
+        then checked against it), as ``token_dim`` is; given, ``initialize()``
+        builds the module without data. Unused in the indicator layout.
     random_state : int, RandomState or None, default=None
         Seeds the initial weights, the training positional draws, the shuffling
         and the prediction draws: the same int gives the same fitted model.
@@ -151,11 +175,13 @@ class SparseTokenTransformer(_SparseTokenRegressor):
 
     def __init__(self, module=SparseTokenAttention, *, token_dim=None, pe_dim=64,
                  positional_encoding="stochastic", max_seq_len=256, n_pe_draws=8,
-                 output_map=False, random_state=None, optimizer=torch.optim.Adam,
+                 output_map=False, layout="indicator", n_selected=None,
+                 random_state=None, optimizer=torch.optim.Adam,
                  lr=0.02, max_epochs=15, batch_size=256, train_split=None, verbose=0,
                  device="auto", **kwargs):
         super().__init__(
-            module, token_dim=token_dim, random_state=random_state, optimizer=optimizer,
+            module, token_dim=token_dim, layout=layout, n_selected=n_selected,
+            random_state=random_state, optimizer=optimizer,
             lr=lr, max_epochs=max_epochs, batch_size=batch_size, train_split=train_split,
             verbose=verbose, device=device, **kwargs,
         )
@@ -177,7 +203,8 @@ class SparseTokenTransformer(_SparseTokenRegressor):
 
     def _module_kwargs(self):
         return {**super()._module_kwargs(), "token_dim": self.token_dim_,
-                "eval_seed": self._seeds_[2]}
+                "eval_seed": self._seeds_[2], "layout": self.layout,
+                "n_selected": self.n_selected_}
 
     def infer(self, x, **fit_params):
         """The module's forward on a batch, with the positional draws made here.
@@ -253,6 +280,20 @@ class SparseTokenFCN(_SparseTokenRegressor):
         Width m of every hidden layer.
     n_hidden_layers : int, default=1
         Number of hidden layers.
+    layout : {"indicator", "query"}, default="indicator"
+        The layout of ``X`` (``make_sparse_selection(..., layout=...)``):
+        "indicator", the subset as a 0/1 last channel of the token rows;
+        "query", the subset as ``n_selected`` rows [0_d, i_j] of 1-based
+        positions after the tokens, so that content alone cannot select.
+        Structural: recorded in saved weights, which load only into an
+        estimator of the same layout.
+        In the query layout the net sees the flattened (T + q)(d + 1) array.
+    n_selected : int or None, default=None
+        Query layout only: the number q of query rows, which says where the
+        tokens end (T = rows - q). None: learned at a fresh ``fit`` from the
+        first sample (its rows with a nonzero last channel; every sample is
+        then checked against it), as ``token_dim`` is; given, ``initialize()``
+        builds the module without data. Unused in the indicator layout.
     random_state : int, RandomState or None, default=None
         Seeds the initial weights and the shuffling.
     optimizer, lr, max_epochs, batch_size, train_split, verbose, **kwargs
@@ -299,13 +340,16 @@ class SparseTokenFCN(_SparseTokenRegressor):
     _parameter_constraints = _params.FCN
     _module_params = ("hidden_width", "n_hidden_layers")
     _sizes = ("seq_len", "token_dim")
+    _predict_block = 64
 
     def __init__(self, module=FullyConnectedNet, *, seq_len=None, token_dim=None,
-                 hidden_width=256, n_hidden_layers=1, random_state=None,
+                 hidden_width=256, n_hidden_layers=1, layout="indicator", n_selected=None,
+                 random_state=None,
                  optimizer=torch.optim.Adam, lr=0.003, max_epochs=30, batch_size=256,
                  train_split=None, verbose=0, device="auto", **kwargs):
         super().__init__(
-            module, token_dim=token_dim, random_state=random_state, optimizer=optimizer,
+            module, token_dim=token_dim, layout=layout, n_selected=n_selected,
+            random_state=random_state, optimizer=optimizer,
             lr=lr, max_epochs=max_epochs, batch_size=batch_size, train_split=train_split,
             verbose=verbose, device=device, **kwargs,
         )
@@ -324,5 +368,15 @@ class SparseTokenFCN(_SparseTokenRegressor):
             )
 
     def _module_kwargs(self):
-        return {**super()._module_kwargs(), "seq_len": self.seq_len_,
-                "token_dim": self.token_dim_}
+        # the query layout's q rows come after the T tokens: T + q rows flattened
+        rows = self.seq_len_ + (self.n_selected_ if self.layout == "query" else 0)
+        return {**super()._module_kwargs(), "seq_len": rows, "token_dim": self.token_dim_}
+
+    @property
+    def predict_attention(self):
+        # absent (hasattr is False), with the reason, rather than a generic AttributeError
+        raise AttributeError(
+            "SparseTokenFCN has no predict_attention: a fully-connected net has no attention "
+            "weights over the positions. SparseTokenTransformer and SparseTokenEncoder offer "
+            "predict_attention."
+        )

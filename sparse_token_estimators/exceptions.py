@@ -21,3 +21,19 @@ class CheckpointWarning(UserWarning):
     ...         print("stopped:", exc)
     stopped: disk full
     """
+
+
+class NonFinitePredictionWarning(RuntimeWarning):
+    """``predict`` returned inf or NaN: the model's outputs overflow float32 on this X.
+
+    Issued by the estimators' ``predict`` with how many values are not
+    finite and the fix (scale X as the training data was scaled); ``score``
+    raises a ``ValueError`` on the same input, since no R^2 can be computed.
+    ``warnings.simplefilter("error", NonFinitePredictionWarning)`` makes
+    ``predict`` raise too.
+
+    Examples
+    --------
+    >>> issubclass(NonFinitePredictionWarning, RuntimeWarning)
+    True
+    """

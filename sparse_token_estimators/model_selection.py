@@ -11,11 +11,14 @@ scikit-learn's own parts (``ParameterGrid``, ``clone``, ``check_scoring``)
 and joblib, and reports the results in the layout of ``cv_results_``.
 """
 
+import numbers
 import time
+import warnings
 
 import numpy as np
 from joblib import Parallel, delayed
 from sklearn.base import clone
+from sklearn.exceptions import FitFailedWarning
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import Bunch
@@ -25,17 +28,34 @@ from .datasets import SparseSelectionStream
 __all__ = ["search_on_stream"]
 
 
-def _fit_and_score(estimator, params, stream, X_val, y_val, scorer):
+def _fit_and_score(estimator, params, stream, X_val, y_val, scorer, error_score):
     estimator = clone(estimator).set_params(**params)
     start = time.perf_counter()
-    estimator.fit(stream)
+    try:
+        estimator.fit(stream)
+    except Exception as exc:
+        if isinstance(error_score, str) and error_score == "raise":
+            raise
+        fit_time = time.perf_counter() - start
+        return None, fit_time, 0.0, error_score, f"{type(exc).__name__}: {exc}"
     fit_time = time.perf_counter() - start
     score = scorer(estimator, X_val, y_val)
-    return estimator, fit_time, time.perf_counter() - start - fit_time, score
+    return estimator, fit_time, time.perf_counter() - start - fit_time, score, None
+
+
+def _check_error_score(error_score):
+    if isinstance(error_score, str) and error_score == "raise":
+        return
+    if isinstance(error_score, numbers.Real) and not isinstance(error_score, bool):
+        return
+    raise ValueError(
+        f"error_score must be 'raise' or a number (e.g. np.nan, the default); got "
+        f"{error_score!r}. It is the score of a candidate whose fit fails."
+    )
 
 
 def search_on_stream(estimator, param_grid, stream, X_val, y_val, *, scoring=None,
-                     n_jobs=None, verbose=0):
+                     n_jobs=None, verbose=0, error_score=np.nan):
     """Fit ``estimator`` on ``stream`` for every candidate of ``param_grid``; score on a set.
 
     The route for a search when the training data is a
@@ -68,6 +88,11 @@ def search_on_stream(estimator, param_grid, stream, X_val, y_val, *, scoring=Non
         Fits run at once (joblib; -1: all cores).
     verbose : int, default=0
         joblib's verbosity.
+    error_score : "raise" or float, default=np.nan
+        As in ``GridSearchCV``: the score of a candidate whose fit raises,
+        with a ``FitFailedWarning`` naming the candidates and the errors, so
+        that the other candidates' results are kept; "raise" raises the
+        first failure instead. If every candidate fails, the search raises.
 
     Returns
     -------
@@ -79,6 +104,7 @@ def search_on_stream(estimator, param_grid, stream, X_val, y_val, *, scoring=Non
         ``DataFrame`` takes it as is); ``best_index_``, ``best_params_``,
         ``best_score_``; ``best_estimator_``: the best candidate as fitted in
         the search (a refit on the same stream would train on the same samples).
+        A failed candidate has ``error_score`` as its score and ranks last.
 
     Examples
     --------
@@ -96,13 +122,34 @@ def search_on_stream(estimator, param_grid, stream, X_val, y_val, *, scoring=Non
             f"stream must be a SparseSelectionStream; got {type(stream).__name__}. For "
             "arrays X, y use scikit-learn's GridSearchCV(estimator, param_grid).fit(X, y)."
         )
+    _check_error_score(error_score)
     candidates = list(ParameterGrid(param_grid))
+    if not candidates:
+        raise ValueError(
+            f"param_grid={param_grid!r} has no candidate to fit. Pass a dict of parameter "
+            "names to lists of values, e.g. {'lr': [0.01, 0.05]}, or a non-empty list of "
+            "such dicts."
+        )
     scorer = check_scoring(estimator, scoring=scoring)
     jobs = Parallel(n_jobs=n_jobs, verbose=verbose)(
-        delayed(_fit_and_score)(estimator, params, stream, X_val, y_val, scorer)
+        delayed(_fit_and_score)(estimator, params, stream, X_val, y_val, scorer, error_score)
         for params in candidates
     )
-    fitted, fit_times, score_times, scores = zip(*jobs)
+    fitted, fit_times, score_times, scores, errors = zip(*jobs)
+    failed = [(params, error) for params, error in zip(candidates, errors) if error]
+    if len(failed) == len(candidates):
+        raise ValueError(
+            f"All {len(candidates)} candidates of search_on_stream failed to fit; the first, "
+            f"{failed[0][0]!r}: {failed[0][1]} Fix the parameters, or pass "
+            "error_score='raise' to see the whole traceback."
+        )
+    if failed:
+        listed = "; ".join(f"{params!r}: {error}" for params, error in failed[:3])
+        warnings.warn(
+            f"{len(failed)} of {len(candidates)} candidates failed to fit and were scored "
+            f"error_score={error_score!r} ({listed}{'; ...' if len(failed) > 3 else ''}). "
+            "Their results are kept in cv_results_; pass error_score='raise' to stop at the "
+            "first failure.", FitFailedWarning, stacklevel=2)
     scores = np.asarray(scores, dtype=np.float64)
     # Ranks as scikit-learn gives them: 1 is the best, ties share the best
     # rank, a NaN score comes last.

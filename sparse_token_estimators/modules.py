@@ -7,7 +7,7 @@ the selection indicator (see ``_layout``), and returns ``(B, d)``.
 import torch
 from torch import nn
 
-from ._layout import split_tokens
+from ._layout import query_as_indicator, split_tokens
 from .positional import ENCODINGS
 
 #: sequences per matrix product when the batch shares its positional draws
@@ -61,6 +61,14 @@ class SparseTokenAttention(nn.Module):
         (the products run on blocks of a fixed size; tested). Kept as an
         int64 buffer, so it is part of the ``state_dict``: loaded weights
         predict as the saved module did.
+    layout : {"indicator", "query"}
+        The layout of ``X`` (see ``_layout``). In the query layout the last
+        ``n_selected`` rows name the subset by position, and the model reads
+        them through its own positional code: z = sum_j p_{i_j}, the same
+        query as the indicator's sum over S (any T: T = rows - n_selected,
+        so a longer sequence may name positions up to its own T).
+    n_selected : int or None
+        The number q of query rows (query layout only).
 
     Examples
     --------
@@ -76,9 +84,16 @@ class SparseTokenAttention(nn.Module):
     torch.Size([8, 4])
     """
 
+    #: defaults for modules pickled before the query layout
+    layout = "indicator"
+    n_selected = None
+
     def __init__(self, token_dim, pe_dim=64, positional_encoding="stochastic",
-                 max_seq_len=256, n_pe_draws=1, output_map=False, eval_seed=0):
+                 max_seq_len=256, n_pe_draws=1, output_map=False, eval_seed=0,
+                 layout="indicator", n_selected=None):
         super().__init__()
+        self.layout = layout
+        self.n_selected = n_selected
         if positional_encoding not in ENCODINGS:
             raise ValueError(
                 f"positional_encoding must be one of {_names(ENCODINGS)}; got "
@@ -118,7 +133,7 @@ class SparseTokenAttention(nn.Module):
         """
         if not self.positions.random:
             return None
-        batch_size, seq_len = X.shape[:2]
+        batch_size, seq_len = X.shape[0], self._seq_len(X)
         if self.training:
             return self.positions.draw((self.n_pe_draws, batch_size, seq_len),
                                        generator=generator, device=X.device)
@@ -129,6 +144,16 @@ class SparseTokenAttention(nn.Module):
                                      generator=torch.Generator().manual_seed(seed + k))
                  for k in range(self.n_pe_draws)]
         return torch.stack(draws).to(X.device)  # (K, ...)
+
+    def _seq_len(self, X):
+        """T, the token rows of ``X`` (all rows but the query's in the query layout)."""
+        return X.shape[1] - (self.n_selected if self.layout == "query" else 0)
+
+    def _split(self, X):
+        """``(tokens (B, T, d), indicator (B, T))`` of ``X`` in either layout."""
+        if self.layout == "query":
+            return query_as_indicator(X, self.n_selected)
+        return split_tokens(X)
 
     def _positional_vectors(self, batch_size, seq_len, noise):
         if noise is None:  # a deterministic encoding: one set for every sequence
@@ -171,7 +196,7 @@ class SparseTokenAttention(nn.Module):
 
         ``noise`` and ``generator`` as in ``forward``.
         """
-        _, indicator = split_tokens(X)  # (B, T)
+        _, indicator = self._split(X)  # (B, T)
         if noise is None:
             noise = self.draw_noise(X, generator=generator)
         P = self._positional_vectors(*indicator.shape, noise)  # (K or 1, B or 1, T, d_p)
@@ -183,7 +208,7 @@ class SparseTokenAttention(nn.Module):
         ``noise``: what :meth:`draw_noise` returned for this batch in this
         mode; when None, it is drawn here, from ``generator`` in training.
         """
-        tokens, _ = split_tokens(X)  # (B, T, d)
+        tokens, _ = self._split(X)  # (B, T, d)
         attn = self.attention(X, noise=noise, generator=generator)  # (B, T)
         out = torch.matmul(attn.unsqueeze(1), tokens).squeeze(1)  # (B, d)
         return out if self.value is None else self.value(out)

@@ -267,6 +267,8 @@ BAD_PARAMS = {
     "device": ["tpu", "gpu", 1, "meta"],
     "lr": [float("nan"), float("inf"), -0.1, "fast", None, True],
     "token_dim": [0, -1, 2.5, "2", True],
+    "layout": ["rows", "Query", None, 1],
+    "n_selected": [0, -1, 2.5, "2", True],
     "module": ["SparseTokenAttention", None],
 }
 OWN_BAD_PARAMS = {

@@ -157,10 +157,12 @@ def test_a_checkpoint_killed_at_any_moment_loads_one_whole_epoch(tmp_path):
     for i in range(n_kills):
         directory = tmp_path / f"run{i}"
         cp = Checkpoint(monitor=None, dirname=str(directory))
+        torn_left += any(p.name.endswith(".tmp") for p in directory.iterdir())
         saved = cp.saved_files()
+        # the load removed what the killed write left, and nothing else
+        assert not any(p.name.endswith(".tmp") for p in directory.iterdir()), f"run {i}"
         staged_used += any("staged" in what.split("'")[1] for what, _ in
                            saved["files"].values())
-        torn_left += any(p.name.endswith(".tmp") for p in directory.iterdir())
         est = new_estimator()
         est.load_params(checkpoint=cp)
         epoch = len(est.history_)

@@ -58,7 +58,8 @@ def fitted(request, fitted_models):
 
 # The pin: every constructor parameter of both estimators, by what a change does.
 GROUPS = {
-    "structural": {"module", "token_dim", "seq_len", "pe_dim", "positional_encoding",
+    "structural": {"module", "token_dim", "seq_len", "layout", "n_selected", "pe_dim",
+                   "positional_encoding",
                    "max_seq_len", "output_map", "hidden_width", "n_hidden_layers"},
     "applied": {"n_pe_draws", "device", "compile"},
     "setting": {"criterion", "optimizer", "lr", "max_epochs", "batch_size",

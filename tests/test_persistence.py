@@ -448,7 +448,7 @@ def test_both_formats_record_the_model_and_stay_plain_state_dicts(tmp_path):
     assert from_torch["params"] == {
         "module": "sparse_token_estimators.modules.SparseTokenAttention", "token_dim": 3,
         "pe_dim": 16, "positional_encoding": "stochastic", "max_seq_len": 256,
-        "output_map": False}
+        "output_map": False, "layout": "indicator"}
     assert from_torch["recorded"] == {"n_pe_draws": 3, "seq_len": 6}
     # still a plain state_dict: any torch code loads it into the module
     module = make("stochastic", **SIZES["stochastic"]).initialize().module_

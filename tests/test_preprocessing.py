@@ -55,9 +55,10 @@ def test_pipeline_with_ridge(task, test_task):
     assert np.isfinite(cross_val_score(make_pipeline(FlattenTokens(), Ridge()), X, y, cv=2)).all()
 
 
-def test_clone_and_no_parameters():
+def test_clone_and_parameters():
     flatten = FlattenTokens()
-    assert flatten.get_params() == {}
+    # the layout only says which rules X follows (both flatten the same way)
+    assert flatten.get_params() == {"layout": "indicator", "n_selected": None}
     assert isinstance(clone(flatten), FlattenTokens)
 
 
