@@ -102,7 +102,7 @@ ESTIMATORS = {
     "transformer-fixed": (SparseTokenTransformer, dict(pe_dim=8, positional_encoding="fixed",
                                                        max_seq_len=16)),
     "transformer-sinusoidal": (SparseTokenTransformer,
-                               dict(pe_dim=8, positional_encoding="sinusoidal")),
+                               dict(pe_dim=8, positional_encoding="sinusoidal", lr=0.05)),
     "transformer-learned": (SparseTokenTransformer, dict(pe_dim=8, positional_encoding="learned",
                                                          max_seq_len=16)),
     "transformer-randomized": (SparseTokenTransformer,

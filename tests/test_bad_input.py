@@ -794,3 +794,12 @@ def test_values_beyond_float32_are_refused_with_the_limit_named():
     with pytest.raises(ValueError, match=r"sample 1; values beyond the float32 range, about "
                                          r"3.4e38, count as infinite"):
         check_tokens(X)
+
+
+@pytest.mark.xfail(strict=True, reason="package bug: set_params checks optimizer__* values "
+                   "against the optimizer in place, not the one set in the same call")
+def test_a_new_optimizer_and_its_values_can_be_set_together_on_a_fitted_estimator(fitted):
+    est = copy_of(fitted, "fcn")  # fitted with Adam, which takes no momentum
+    est.set_params(optimizer=torch.optim.SGD, optimizer__momentum=0.9)
+    est.partial_fit(X_OK, Y_OK)
+    assert est.optimizer_.param_groups[0]["momentum"] == 0.9

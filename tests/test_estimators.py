@@ -1,5 +1,7 @@
 import copy
+import functools
 
+import conftest as catalogue
 import numpy as np
 import pytest
 import torch
@@ -22,18 +24,14 @@ from sparse_token_estimators import (
 from sparse_token_estimators._device import resolve_device
 from sparse_token_estimators.modules import SparseTokenAttention
 
-ESTIMATORS = {
-    "stochastic": lambda **kw: SparseTokenTransformer(pe_dim=16, **kw),
-    "fixed": lambda **kw: SparseTokenTransformer(pe_dim=16, positional_encoding="fixed",
-                                                 max_seq_len=16, **kw),
-    "fcn": lambda **kw: SparseTokenFCN(hidden_width=16, **kw),
-}
+#: the catalogue's paper estimators (tests/conftest.py), with the package's batch size
+PAPER_ESTIMATORS = ("transformer", "transformer-fixed", "fcn")
 
 
-@pytest.fixture(params=list(ESTIMATORS))
+@pytest.fixture(params=PAPER_ESTIMATORS)
 def make_estimator(request):
-    """Each estimator kind, as a factory of unfitted instances."""
-    return ESTIMATORS[request.param]
+    """Each paper estimator kind, as a factory of unfitted instances."""
+    return functools.partial(catalogue.make_estimator, request.param, batch_size=256)
 
 
 @pytest.fixture(params=["fitted_transformer", "fitted_fixed_transformer", "fitted_fcn"])
