@@ -411,6 +411,19 @@ def copy_of(fitted, name, **params):
     return est.set_params(**params) if params else est
 
 
+def refuse_with(params, est, fitted, name, method, args, pattern, kwargs=None):
+    """``refuse`` with ``params`` set for the call: on ``est``, set back after it, or
+    on a fresh copy of ``fitted[name]`` for a routed name that ``est`` lacks (a
+    set routed name cannot be unset)."""
+    old = est.get_params(deep=False)
+    if any(key not in old for key in params):
+        refuse(copy_of(fitted, name, **params), method, args, pattern, kwargs)
+        return
+    est.set_params(**params)
+    refuse(est, method, args, pattern, kwargs)
+    est.set_params(**{key: old[key] for key in params})
+
+
 def stream(**sizes):
     args = {"seq_len": T, "token_dim": D, "n_selected": 2, **sizes}
     return SparseSelectionStream(**args, n_samples=N, random_state=0, device="cpu")
@@ -477,8 +490,11 @@ def test_training_a_fitted_estimator_runs_every_check_and_changes_nothing(name, 
     cases = training_cases(name)
     if method == "partial_fit":
         cases += training_cases(name, CONTINUED_CHECKS)
+    est = copy_of(fitted, name)
+    start = snapshot(est)
     for _check, params, X, y, kwargs, pattern in cases:
-        refuse(copy_of(fitted, name, **params), method, (X(), y()), pattern, kwargs)
+        refuse_with(params, est, fitted, name, method, (X(), y()), pattern, kwargs)
+    assert_unchanged(start, snapshot(est))
 
 
 @pytest.mark.parametrize("name", ONE_PER_CHECK)
@@ -489,11 +505,12 @@ def test_initialize_runs_the_parameter_checks(name, fitted, tmp_path):
     if name.startswith("encoder"):
         cases.append(("encoder sizes", dict(d_model=10, n_heads=4),
                       r"d_model=10 must be a multiple of n_heads=4"))
+    est = copy_of(fitted, name)
     for check, params, pattern in cases:
         directory = tmp_path / check.replace(" ", "-")
         directory.mkdir()
         refuse_fresh(name, dict(params, token_dim=D), "initialize", (), pattern, directory)
-        refuse(copy_of(fitted, name, **params), "initialize", (), pattern)
+        refuse_with(params, est, fitted, name, "initialize", (), pattern)
     directory = tmp_path / "routed-names"
     directory.mkdir()
     refuse_fresh(name, dict(optimizer_weight_decay=1, token_dim=D), "initialize", (),
@@ -531,15 +548,17 @@ PREDICTING = {"predict": (), "score": (Y_OK,), "predict_attention": ()}
     (name, method) for name in ONE_PER_CHECK for method in PREDICTING
     if hasattr(estimator_class(name), method)])
 def test_prediction_runs_every_check_and_changes_nothing(name, method, fitted):
-    est = fitted[name]
     rest = PREDICTING[method]
+    est = copy_of(fitted, name)
+    start = snapshot(est)
     for _check, params, X, pattern in prediction_cases(name, method):
-        refuse(copy_of(fitted, name, **params), method, (X(), *rest), pattern)
+        refuse_with(params, est, fitted, name, method, (X(), *rest), pattern)
     if method == "score":  # the target too
-        refuse(copy_of(fitted, name), "score", (X_OK, Y_OK[:-1]), Y_SHAPE)
+        refuse(est, "score", (X_OK, Y_OK[:-1]), Y_SHAPE)
+    assert_unchanged(start, snapshot(est))
     with pytest.raises(NotFittedError):  # and that there is a fitted model
         getattr(make_estimator(name), method)(X_OK, *rest)
-    np.testing.assert_array_equal(copy_of(fitted, name).predict(X_OK), est.predict(X_OK))
+    np.testing.assert_array_equal(est.predict(X_OK), fitted[name].predict(X_OK))
 
 
 def optimizer_settings(est):
@@ -567,7 +586,7 @@ def test_flatten_tokens_runs_its_checks_and_changes_nothing(fitted):
             ("transform", other_len(T + 2)[0],
              r"X has seq_len 7 but FlattenTokens was fitted on seq_len 5.*use "
              r"SparseTokenTransformer")]:
-        refuse(copy_of(fitted, "flatten"), method, (X,), pattern)
+        refuse(fitted["flatten"], method, (X,), pattern)
 
 
 def test_the_entry_point_tests_cover_every_estimator_class():
