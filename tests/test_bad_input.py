@@ -375,9 +375,11 @@ def fitted(tmp_path_factory):
 
 
 def files(est):
-    """The bytes of every file in the estimator's checkpoint directory."""
-    directory = dict(est.callbacks)["end"].dirname
-    return {p.name: p.read_bytes() for p in sorted(pathlib.Path(directory).iterdir())}
+    """Every file in the estimator's checkpoint directory: its bytes and when written."""
+    directory = pathlib.Path(dict(est.callbacks)["end"].dirname)
+    written = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in directory.iterdir()}
+    assert written  # the fit wrote its checkpoint: there is something to leave alone
+    return written
 
 
 def refuse(est, method, args, pattern, kwargs=None):
