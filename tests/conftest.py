@@ -1,4 +1,6 @@
-"""Shared, seeded fixtures: small sparse-token-selection tasks and fitted nets.
+"""Shared, seeded fixtures: small sparse-token-selection tasks, fitted nets, and the
+estimator catalogue (every estimator and variant, small and seeded) that the test
+files parametrise over, with the helpers that check a refused call changed nothing.
 
 Tests run torch on one thread (the machines that run the suite are small and
 shared) and skip ``@pytest.mark.slow`` tests unless ``-m`` names them, e.g.
@@ -122,10 +124,11 @@ ESTIMATORS = {
 }
 #: what every catalogue instance shares unless told otherwise: seeded, one short epoch
 TRAINING = dict(max_epochs=1, batch_size=8, random_state=0)
-#: one instance of each class, the fixed-table variants (they refuse long X) and the rest
+#: the paper's estimators, and those beyond them: one per class and per length rule
+#: (the fixed tables refuse X longer than max_seq_len, the FCN any other length)
 PAPER = ("transformer", "transformer-fixed", "fcn")
 MORE = ("encoder", "encoder-fixed", "rnn")
-ONE_PER_CHECK = PAPER + MORE
+EACH_KIND = PAPER + MORE
 #: the sizes of the catalogue's task (T within every table's max_seq_len)
 CATALOGUE_TASK = dict(seq_len=6, token_dim=3, n_selected=2)
 #: a length beyond the tables of the fixed-table variants

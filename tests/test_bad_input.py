@@ -24,8 +24,8 @@ import pytest
 import scipy.sparse
 import torch
 from conftest import (
+    EACH_KIND,
     ESTIMATORS,
-    ONE_PER_CHECK,
     PAPER,
     Spy,
     assert_unchanged,
@@ -307,7 +307,7 @@ def test_check_components_refuses_routed_values(component, routed, pattern):
     _params.check_components(make_estimator("fcn", **component), iterators=True)  # defaults pass
 
 
-@pytest.mark.parametrize("name", ONE_PER_CHECK)
+@pytest.mark.parametrize("name", EACH_KIND)
 def test_check_fit_params_refuses_what_forward_does_not_take(name):
     est = make_estimator(name)
     module = est.module.__name__
@@ -366,7 +366,7 @@ def fitted(tmp_path_factory):
     checkpoint, and a FlattenTokens. Shared: a test works on a copy (``copy_of``)."""
     torch.set_num_threads(1)
     ests = {}
-    for name in ONE_PER_CHECK:
+    for name in EACH_KIND:
         directory = tmp_path_factory.mktemp(name)
         ests[name] = make_estimator(name, callbacks=[
             ("spy", Spy()), ("end", TrainEndCheckpoint(dirname=str(directory)))]).fit(X_OK, Y_OK)
@@ -473,7 +473,7 @@ def training_cases(name, checks=TRAINING_CHECKS):
 
 
 @pytest.mark.parametrize("method", ["fit", "partial_fit"])
-@pytest.mark.parametrize("name", ONE_PER_CHECK)
+@pytest.mark.parametrize("name", EACH_KIND)
 def test_training_on_a_fresh_estimator_runs_every_check(name, method, tmp_path):
     cases = training_cases(name)
     cases.append(("routed names", dict(optimizer_weight_decay=1), lambda: X_OK, lambda: Y_OK, {},
@@ -486,7 +486,7 @@ def test_training_on_a_fresh_estimator_runs_every_check(name, method, tmp_path):
 
 
 @pytest.mark.parametrize("method", ["fit", "partial_fit"])
-@pytest.mark.parametrize("name", ONE_PER_CHECK)
+@pytest.mark.parametrize("name", EACH_KIND)
 def test_training_a_fitted_estimator_runs_every_check_and_changes_nothing(name, method,
                                                                          fitted):
     cases = training_cases(name)
@@ -499,7 +499,7 @@ def test_training_a_fitted_estimator_runs_every_check_and_changes_nothing(name, 
     assert_unchanged(start, snapshot(est))
 
 
-@pytest.mark.parametrize("name", ONE_PER_CHECK)
+@pytest.mark.parametrize("name", EACH_KIND)
 def test_initialize_runs_the_parameter_checks(name, fitted, tmp_path):
     cases = [("validate", dict(batch_size=0), BAD_PARAM),
              ("check_components", dict(iterator_valid__bogus=1),
@@ -547,7 +547,7 @@ PREDICTING = {"predict": (), "score": (Y_OK,), "predict_attention": ()}
 
 
 @pytest.mark.parametrize("name, method", [
-    (name, method) for name in ONE_PER_CHECK for method in PREDICTING
+    (name, method) for name in EACH_KIND for method in PREDICTING
     if hasattr(estimator_class(name), method)])
 def test_prediction_runs_every_check_and_changes_nothing(name, method, fitted):
     rest = PREDICTING[method]
@@ -568,7 +568,7 @@ def optimizer_settings(est):
             for group in est.optimizer_.param_groups]
 
 
-@pytest.mark.parametrize("name", ONE_PER_CHECK)
+@pytest.mark.parametrize("name", EACH_KIND)
 def test_set_params_on_a_fitted_estimator_refuses_bad_routed_values(name, fitted):
     for component, routed, pattern in ROUTED[:3]:  # the optimizer's and criterion's
         est = copy_of(fitted, name)
@@ -592,7 +592,7 @@ def test_flatten_tokens_runs_its_checks_and_changes_nothing(fitted):
 
 
 def test_the_entry_point_tests_cover_every_estimator_class():
-    assert {type(make_estimator(name)) for name in ONE_PER_CHECK} == set(CLASSES.values())
+    assert {type(make_estimator(name)) for name in EACH_KIND} == set(CLASSES.values())
     assert set(PREDICTION) == set(_params.PREDICTION)
 
 

@@ -705,3 +705,17 @@ def test_a_subclass_declares_only_its_module_parameters_sizes_and_lengths(tiny_t
     assert SelectedMean(token_dim=4).initialize().module_.map.in_features == 4
     with pytest.raises(ValueError, match="The 'bias' parameter of SelectedMean"):
         SelectedMean(bias="yes").fit(X, y)
+
+
+def test_every_catalogue_estimator_fits_and_predicts(catalogue_name, fitted_catalogue,
+                                                      catalogue_test_task):
+    # The catalogue (tests/conftest.py) that the other files draw on: each
+    # entry is the variant its name says, and fits and predicts its task.
+    est = fitted_catalogue[catalogue_name]
+    Estimator, params = catalogue.ESTIMATORS[catalogue_name]
+    assert type(est) is Estimator
+    assert {k: est.get_params()[k] for k in params} == params
+    X, y = catalogue_test_task
+    y_pred = est.predict(X)
+    assert y_pred.shape == y.shape and np.isfinite(y_pred).all()
+    assert len(est.history_) == catalogue.TRAINING["max_epochs"]
