@@ -131,8 +131,6 @@ MORE = ("encoder", "encoder-fixed", "rnn")
 EACH_KIND = PAPER + MORE
 #: the sizes of the catalogue's task (T within every table's max_seq_len)
 CATALOGUE_TASK = dict(seq_len=6, token_dim=3, n_selected=2)
-#: a length beyond the tables of the fixed-table variants
-BEYOND_TABLES = 20
 
 
 def make_estimator(name, **params):
