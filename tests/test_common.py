@@ -12,6 +12,7 @@ prints the counts (passed / xfailed) and the reason of each expected failure;
 the expected failures are strict, so one that starts passing is reported.
 """
 
+import functools
 import inspect
 import os
 import pickle
@@ -22,6 +23,7 @@ import joblib
 import numpy as np
 import pytest
 import torch
+from conftest import make_estimator
 from numpy.testing import assert_allclose
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError, SkipTestWarning
@@ -32,24 +34,27 @@ from skorch import NeuralNetRegressor
 
 from sparse_token_estimators import (
     FlattenTokens,
-    SparseTokenEncoder,
-    SparseTokenFCN,
-    SparseTokenRNN,
-    SparseTokenTransformer,
     make_sparse_selection,
 )
 
+# The catalogue's estimators (tests/conftest.py) with this file's training
+# settings (the FCN and the architectures beyond the paper's two train a
+# little longer), and FlattenTokens.
+SETTINGS = dict(max_epochs=2, batch_size=16)
+MORE_SETTINGS = dict(lr=0.01, max_epochs=3, batch_size=16)
+
+
+def from_catalogue(name, **settings):
+    return functools.partial(make_estimator, name, **settings)
+
+
 ESTIMATORS = {
-    "transformer-stochastic": lambda: SparseTokenTransformer(
-        pe_dim=8, n_pe_draws=2, max_epochs=2, batch_size=16, random_state=0),
-    "transformer-fixed": lambda: SparseTokenTransformer(
-        pe_dim=8, positional_encoding="fixed", max_seq_len=16, max_epochs=2,
-        batch_size=16, random_state=0),
-    "transformer-sinusoidal": lambda: SparseTokenTransformer(pe_dim=8, positional_encoding="sinusoidal", lr=0.05, max_epochs=2, batch_size=16, random_state=0),  # noqa: E501
-    "transformer-learned": lambda: SparseTokenTransformer(pe_dim=8, positional_encoding="learned", max_seq_len=16, max_epochs=2, batch_size=16, random_state=0),  # noqa: E501
-    "transformer-randomized": lambda: SparseTokenTransformer(pe_dim=8, positional_encoding="randomized", max_seq_len=16, n_pe_draws=2, max_epochs=2, batch_size=16, random_state=0),  # noqa: E501
-    "fcn": lambda: SparseTokenFCN(
-        hidden_width=32, lr=0.01, max_epochs=3, batch_size=16, random_state=0),
+    "transformer-stochastic": from_catalogue("transformer", **SETTINGS),
+    "transformer-fixed": from_catalogue("transformer-fixed", **SETTINGS),
+    "transformer-sinusoidal": from_catalogue("transformer-sinusoidal", **SETTINGS),
+    "transformer-learned": from_catalogue("transformer-learned", **SETTINGS),
+    "transformer-randomized": from_catalogue("transformer-randomized", **SETTINGS),
+    "fcn": from_catalogue("fcn", hidden_width=32, **MORE_SETTINGS),
     "flatten": FlattenTokens,
 }
 SKORCH = ("fcn", *(name for name in ESTIMATORS if name.startswith("transformer-")))
@@ -57,18 +62,11 @@ SKORCH = ("fcn", *(name for name in ESTIMATORS if name.startswith("transformer-"
 # The architectures beyond the paper's two (issue 23): the encoder without
 # positions, with rotary ones and with a random table encoding; two cells.
 MORE_ARCHITECTURES = {
-    "encoder-none": lambda: SparseTokenEncoder(
-        d_model=8, lr=0.01, max_epochs=3, batch_size=16, random_state=0),
-    "encoder-rope": lambda: SparseTokenEncoder(
-        d_model=8, positional_encoding="rope", lr=0.01, max_epochs=3, batch_size=16,
-        random_state=0),
-    "encoder-randomized": lambda: SparseTokenEncoder(
-        d_model=8, positional_encoding="randomized", max_seq_len=16, lr=0.01, max_epochs=3,
-        batch_size=16, random_state=0),
-    "rnn-gru": lambda: SparseTokenRNN(
-        hidden_size=8, lr=0.01, max_epochs=3, batch_size=16, random_state=0),
-    "rnn-lstm": lambda: SparseTokenRNN(
-        cell="lstm", hidden_size=8, lr=0.01, max_epochs=3, batch_size=16, random_state=0),
+    "encoder-none": from_catalogue("encoder", **MORE_SETTINGS),
+    "encoder-rope": from_catalogue("encoder-rope", **MORE_SETTINGS),
+    "encoder-randomized": from_catalogue("encoder-randomized", **MORE_SETTINGS),
+    "rnn-gru": from_catalogue("rnn", **MORE_SETTINGS),
+    "rnn-lstm": from_catalogue("rnn-lstm", **MORE_SETTINGS),
 }
 ESTIMATORS.update(MORE_ARCHITECTURES)
 SKORCH = (*SKORCH, *MORE_ARCHITECTURES)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import make_estimator
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 from skorch.callbacks import Callback
@@ -102,9 +103,9 @@ def assert_same_scores(search, reference):
                                   reference.cv_results_["rank_test_score"])
 
 
-@pytest.mark.parametrize("estimator", [
-    SparseTokenTransformer(max_epochs=3, batch_size=32, random_state=0),
-    SparseTokenFCN(max_epochs=3, batch_size=32, random_state=0),
+@pytest.mark.parametrize("estimator", [  # from the catalogue; the search sets the width
+    make_estimator("transformer", max_epochs=3, batch_size=32),
+    make_estimator("fcn", max_epochs=3, batch_size=32),
 ], ids=["transformer", "fcn"])
 def test_search_on_dask_equals_local_search(estimator, cluster, data, one_torch_thread):
     X, y = data

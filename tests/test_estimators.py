@@ -1,5 +1,7 @@
 import copy
+import functools
 
+import conftest as catalogue
 import numpy as np
 import pytest
 import torch
@@ -22,18 +24,14 @@ from sparse_token_estimators import (
 from sparse_token_estimators._device import resolve_device
 from sparse_token_estimators.modules import SparseTokenAttention
 
-ESTIMATORS = {
-    "stochastic": lambda **kw: SparseTokenTransformer(pe_dim=16, **kw),
-    "fixed": lambda **kw: SparseTokenTransformer(pe_dim=16, positional_encoding="fixed",
-                                                 max_seq_len=16, **kw),
-    "fcn": lambda **kw: SparseTokenFCN(hidden_width=16, **kw),
-}
+#: the catalogue's paper estimators (tests/conftest.py), with the package's batch size
+PAPER_ESTIMATORS = ("transformer", "transformer-fixed", "fcn")
 
 
-@pytest.fixture(params=list(ESTIMATORS))
+@pytest.fixture(params=PAPER_ESTIMATORS)
 def make_estimator(request):
-    """Each estimator kind, as a factory of unfitted instances."""
-    return ESTIMATORS[request.param]
+    """Each paper estimator kind, as a factory of unfitted instances."""
+    return functools.partial(catalogue.make_estimator, request.param, batch_size=256)
 
 
 @pytest.fixture(params=["fitted_transformer", "fitted_fixed_transformer", "fitted_fcn"])
@@ -707,3 +705,17 @@ def test_a_subclass_declares_only_its_module_parameters_sizes_and_lengths(tiny_t
     assert SelectedMean(token_dim=4).initialize().module_.map.in_features == 4
     with pytest.raises(ValueError, match="The 'bias' parameter of SelectedMean"):
         SelectedMean(bias="yes").fit(X, y)
+
+
+def test_every_catalogue_estimator_fits_and_predicts(catalogue_name, fitted_catalogue,
+                                                      catalogue_test_task):
+    # The catalogue (tests/conftest.py) that the other files draw on: each
+    # entry is the variant its name says, and fits and predicts its task.
+    est = fitted_catalogue[catalogue_name]
+    Estimator, params = catalogue.ESTIMATORS[catalogue_name]
+    assert type(est) is Estimator
+    assert {k: est.get_params()[k] for k in params} == params
+    X, y = catalogue_test_task
+    y_pred = est.predict(X)
+    assert y_pred.shape == y.shape and np.isfinite(y_pred).all()
+    assert len(est.history_) == catalogue.TRAINING["max_epochs"]

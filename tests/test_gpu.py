@@ -14,18 +14,17 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from conftest import make_estimator
 
-from sparse_token_estimators import SparseTokenFCN, SparseTokenTransformer, make_sparse_selection
+from sparse_token_estimators import make_sparse_selection
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
-MAKERS = {
-    "transformer-auto": lambda: SparseTokenTransformer(
-        pe_dim=16, max_epochs=3, batch_size=32, random_state=0),
-    "transformer-cuda": lambda: SparseTokenTransformer(
-        pe_dim=16, max_epochs=3, batch_size=32, random_state=0, device="cuda"),
-    "fcn-auto": lambda: SparseTokenFCN(hidden_width=32, max_epochs=3, batch_size=32,
-                                       random_state=0),
+MAKERS = {  # from the catalogue (tests/conftest.py)
+    "transformer-auto": lambda: make_estimator("transformer", max_epochs=3, batch_size=32),
+    "transformer-cuda": lambda: make_estimator("transformer", max_epochs=3, batch_size=32,
+                                               device="cuda"),
+    "fcn-auto": lambda: make_estimator("fcn", max_epochs=3, batch_size=32),
 }
 
 LOAD_ON_CPU = textwrap.dedent("""

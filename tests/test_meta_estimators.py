@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import make_estimator
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.ensemble import BaggingRegressor, StackingRegressor, VotingRegressor
 from sklearn.experimental import enable_halving_search_cv  # noqa: F401
@@ -30,8 +31,6 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from sparse_token_estimators import (
     FlattenTokens,
-    SparseTokenFCN,
-    SparseTokenTransformer,
     make_sparse_selection,
 )
 
@@ -40,12 +39,12 @@ X, Y = make_sparse_selection(120, T, D, 2, random_state=0)
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "user_guide.rst"
 
 
-def _transformer():
-    return SparseTokenTransformer(pe_dim=8, max_epochs=1, device="cpu", random_state=0)
+def _transformer():  # the catalogue's, with the package's batch size
+    return make_estimator("transformer", device="cpu", batch_size=256)
 
 
 def _fcn():
-    return SparseTokenFCN(hidden_width=8, max_epochs=1, device="cpu", random_state=0)
+    return make_estimator("fcn", hidden_width=8, device="cpu", batch_size=256)
 
 
 def _unflatten(X_flat):

@@ -1,12 +1,11 @@
-"""SparseTokenEncoder and SparseTokenRNN as estimators: bad input, parameters, saving, searches.
+"""SparseTokenEncoder and SparseTokenRNN as estimators: parameters, saving, searches.
 
-scikit-learn's checks run on them in ``tests/test_common.py``; the bad-input
-matrix here reuses the cases of ``tests/test_bad_input.py``.
+scikit-learn's checks run on them in ``tests/test_common.py``; bad input and
+bad parameters in ``tests/test_bad_input.py``, with the paper's two.
 """
 
 import json
 import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -15,10 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
+from conftest import ESTIMATORS, make_estimator, make_task
 from numpy.testing import assert_array_equal
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV
-from test_bad_input import BAD, BAD_PARAMS, X_OK, Y_OK, Spy, applies, assert_unchanged, snapshot
 
 import sparse_token_estimators
 from sparse_token_estimators import (
@@ -29,18 +28,8 @@ from sparse_token_estimators import (
 )
 from sparse_token_estimators.architectures import RecurrentNet, TransformerEncoder
 
-D = X_OK.shape[2] - 1
-MAKERS = {
-    "encoder": lambda **kw: SparseTokenEncoder(
-        **{"d_model": 8, "max_epochs": 1, "batch_size": 8, "random_state": 0, **kw}),
-    "encoder-fixed": lambda **kw: SparseTokenEncoder(
-        **{"d_model": 8, "positional_encoding": "fixed", "max_seq_len": 16, "max_epochs": 1,
-           "batch_size": 8, "random_state": 0, **kw}),
-    "rnn": lambda **kw: SparseTokenRNN(
-        **{"hidden_size": 8, "max_epochs": 1, "batch_size": 8, "random_state": 0, **kw}),
-}
-NAMES = {"encoder": "SparseTokenEncoder", "encoder-fixed": "SparseTokenEncoder",
-         "rnn": "SparseTokenRNN"}
+N, D = 12, 2
+TASK = make_task(N, seq_len=5, token_dim=D)
 
 
 @pytest.fixture(autouse=True)
@@ -48,132 +37,13 @@ def one_thread():
     torch.set_num_threads(1)
 
 
-@pytest.fixture(scope="module")
-def fitted():
-    torch.set_num_threads(1)
-    return {name: make().set_params(callbacks=[("spy", Spy())]).fit(X_OK, Y_OK)
-            for name, make in MAKERS.items()}
+# -- bad input and bad parameters: tests/test_bad_input.py runs every check on these too
 
 
-# -- bad input: the matrix of test_bad_input -------------------------------------------
-
-METHODS = ["fit", "partial_fit", "predict", "score"]
-LONG = make_sparse_selection(len(X_OK), 20, D, n_selected=2, random_state=1)
-
-
-def input_cases():
-    for est_name in ("encoder", "rnn"):
-        for method in METHODS:
-            for name, (make, pattern, role) in BAD.items():
-                if applies(role, f"{est_name}.{method}"):
-                    yield pytest.param(est_name, method, make, pattern,
-                                       id=f"{est_name}.{method}-{name}")
-    pattern = (r"X has seq_len 20 but the fixed positional encoding has only max_seq_len=16.*"
-               r"Refit with max_seq_len >= 20, or use positional_encoding='none' or 'rope'")
-    for method in METHODS:
-        yield pytest.param("encoder-fixed", method, lambda: LONG, pattern,
-                           id=f"encoder-fixed.{method}-beyond-max_seq_len")
-
-
-@pytest.mark.parametrize("est_name, method, make, pattern", list(input_cases()))
-def test_bad_input_is_refused_before_training(est_name, method, make, pattern, fitted):
-    X, y = make()
-    est = fitted[est_name]
-    before = snapshot(est)
-    with pytest.raises((ValueError, TypeError)) as info:
-        getattr(est, method)(*((X,) if method == "predict" else (X, y)))
-    assert re.search(pattern, str(info.value), flags=re.S), str(info.value)
-    assert_unchanged(before, snapshot(est))
-
-
-def test_any_length_where_the_encoding_allows(fitted):
-    X_long, _ = LONG
+def test_any_length_where_the_encoding_allows():
+    X_long, _ = make_task(N, seq_len=20, token_dim=D, random_state=1)
     for name in ("encoder", "rnn"):
-        assert fitted[name].predict(X_long).shape == (len(X_long), D)
-
-
-# -- bad parameters -----------------------------------------------------------------------
-
-OWN_BAD_PARAMS = {
-    "encoder": {"d_model": [0, -1, 2.5, "32", None, True], "n_heads": [0, 1.5, None],
-                "n_layers": [-1, 1.5, None, True], "positional_encoding": ["alibi", None, 1],
-                "max_seq_len": [0, 2.5, None]},
-    "rnn": {"cell": ["tcn", None, 1], "hidden_size": [0, -1, 2.5, "8", None],
-            "n_layers": [0, -1, 1.5, None]},
-}
-
-
-def param_cases():
-    for est_name, own in OWN_BAD_PARAMS.items():
-        for param, values in {**BAD_PARAMS, **own}.items():
-            for value in values:
-                yield pytest.param(est_name, param, value, id=f"{est_name}-{param}={value!r}")
-
-
-def assert_names_the_parameter(exc, est_name, param, value):
-    assert isinstance(exc, ValueError) and isinstance(exc, TypeError)
-    pattern = (rf"^The '{param}' parameter of {NAMES[est_name]} must be .+\. "
-               rf"Got {re.escape(repr(value))} instead\. \S")  # ... and the fix follows
-    assert re.search(pattern, str(exc), flags=re.S), str(exc)
-
-
-@pytest.mark.parametrize("est_name, param, value", list(param_cases()))
-def test_bad_parameters_are_refused_before_anything_is_built(est_name, param, value):
-    for method in ("fit", "partial_fit", "initialize"):
-        spy = Spy()
-        est = MAKERS[est_name]().set_params(callbacks=[("spy", spy)], token_dim=D)
-        est.set_params(**{param: value})
-        with pytest.raises((ValueError, TypeError)) as info:
-            getattr(est, method)(*(() if method == "initialize" else (X_OK, Y_OK)))
-        assert_names_the_parameter(info.value, est_name, param, value)
-        assert not hasattr(est, "module_") and not est.initialized_
-        assert not hasattr(spy, "events") or spy.events == []
-
-
-@pytest.mark.parametrize("est_name", list(OWN_BAD_PARAMS))
-def test_bad_own_parameters_leave_a_fitted_estimator_as_it_was(est_name, fitted):
-    est = fitted[est_name]
-    before = snapshot(est)
-    for param, values in OWN_BAD_PARAMS[est_name].items():
-        good = est.get_params(deep=False)[param]
-        for value in values:
-            est.set_params(**{param: value})
-            try:
-                with pytest.raises((ValueError, TypeError)):
-                    est.fit(X_OK, Y_OK)
-            finally:
-                est.set_params(**{param: good})
-            assert_unchanged(before, snapshot(est))
-
-
-def test_every_parameter_has_bad_values_in_the_matrix():
-    for est_name, own in OWN_BAD_PARAMS.items():
-        covered = set(BAD_PARAMS) | set(own)
-        assert set(MAKERS[est_name]().get_params(deep=False)) - {"_params_to_validate"} == covered
-
-
-@pytest.mark.parametrize("sizes, pattern", [
-    (dict(d_model=10, n_heads=4), r"d_model=10 must be a multiple of n_heads=4.*d_model=12"),
-    (dict(d_model=12, n_heads=4, positional_encoding="rope"), r"d_model / n_heads must be even"),
-    (dict(d_model=9, n_heads=1, positional_encoding="sinusoidal"), r"d_model must be even"),
-])
-def test_encoder_sizes_that_do_not_fit_are_refused_before_anything_is_built(sizes, pattern,
-                                                                            fitted):
-    for method in ("fit", "partial_fit", "initialize"):
-        est = MAKERS["encoder"](token_dim=D, **sizes)
-        with pytest.raises(ValueError, match=pattern):
-            getattr(est, method)(*(() if method == "initialize" else (X_OK, Y_OK)))
-        assert not hasattr(est, "module_")
-    est = fitted["encoder"]
-    before = snapshot(est)
-    good = {name: est.get_params()[name] for name in sizes}
-    est.set_params(**sizes)
-    try:
-        with pytest.raises(ValueError, match=pattern):
-            est.fit(X_OK, Y_OK)
-    finally:
-        est.set_params(**good)
-    assert_unchanged(before, snapshot(est))
+        assert make_estimator(name).fit(*TASK).predict(X_long).shape == (N, D)
 
 
 GROUPS = {"d_model": "structural", "n_heads": "structural", "n_layers": "structural",
@@ -187,7 +57,8 @@ GROUPS = {"d_model": "structural", "n_heads": "structural", "n_layers": "structu
     ("rnn", "hidden_size", 4), ("rnn", "n_layers", 2)])
 def test_a_structural_change_unfits_until_set_back(est_name, param, value):
     assert _params.group_of(param) == GROUPS[param]
-    est = MAKERS[est_name]().fit(X_OK, Y_OK)
+    X_OK, Y_OK = TASK
+    est = make_estimator(est_name).fit(X_OK, Y_OK)
     before, good = est.predict(X_OK), est.get_params()[param]
     est.set_params(**{param: value})
     with pytest.raises(NotFittedError, match=f"{param} {good!r} -> {value!r}"):
@@ -203,13 +74,17 @@ def test_a_structural_change_unfits_until_set_back(est_name, param, value):
 X, Y = make_sparse_selection(240, 6, 3, n_selected=2, random_state=0)
 X_TEST, _ = make_sparse_selection(50, 6, 3, n_selected=2, random_state=1)
 X_LONG, _ = make_sparse_selection(50, 24, 3, n_selected=2, random_state=2)
-SAVED = {
-    "encoder-stochastic": (SparseTokenEncoder, dict(d_model=8, positional_encoding="stochastic",
-                                                    max_epochs=2)),
-    "encoder-rope": (SparseTokenEncoder, dict(d_model=8, positional_encoding="rope",
-                                              n_layers=2, max_epochs=2)),
-    "rnn-lstm": (SparseTokenRNN, dict(cell="lstm", hidden_size=8, max_epochs=2)),
-}
+#: catalogue name -> its parameters here (the sizes are given when rebuilding, learned
+#: when fitting; random_state at each use)
+SAVED = {name: {**ESTIMATORS[name][1], **params, "max_epochs": 2, "batch_size": 64}
+         for name, params in {"encoder-stochastic": {}, "encoder-rope": dict(n_layers=2),
+                              "rnn-lstm": {}}.items()}
+
+
+def saved_model(name):
+    return ESTIMATORS[name][0], SAVED[name]
+
+
 REBUILD = textwrap.dedent("""
     import json, sys
     import numpy as np, torch
@@ -230,7 +105,8 @@ def test_a_new_process_rebuilds_each_model_from_parameters_and_weights(tmp_path)
     np.save(inputs["T"], X_TEST)
     np.save(inputs["4T"], X_LONG)
     jobs, expected = [], {}
-    for name, (Estimator, params) in SAVED.items():
+    for name in SAVED:
+        Estimator, params = saved_model(name)
         est = Estimator(**params, random_state=0).fit(X, Y)
         for safetensors in (False, True):
             path = tmp_path / f"{name}.{'safetensors' if safetensors else 'pt'}"
@@ -309,7 +185,7 @@ def test_a_save_that_fails_midway_changes_no_file(name, tmp_path, monkeypatch):
 
     from sparse_token_estimators import _files
 
-    Estimator, params = SAVED[name]
+    Estimator, params = saved_model(name)
     old = Estimator(**params, random_state=0).fit(X, Y)
     new = Estimator(**params, random_state=1).fit(X, Y)
     files = dict(f_params=tmp_path / "w.pt", f_history=tmp_path / "h.json")
@@ -340,7 +216,7 @@ def test_a_save_that_fails_midway_changes_no_file(name, tmp_path, monkeypatch):
 def test_predict_from_four_threads_is_the_sequential_prediction(name):
     # device "auto", two lengths interleaved: each thread gets exactly the
     # sequential prediction, and predict writes nothing to the estimator
-    Estimator, params = SAVED[name]
+    Estimator, params = saved_model(name)
     est = Estimator(**params, random_state=0).fit(X, Y)
     assert est.get_params()["device"] == "auto"
     params_before, attributes = est.get_params(deep=False), dict(vars(est))

@@ -7,11 +7,13 @@ use, settings keep the fit. None of them zeroes the weights.
 """
 
 import copy
+import functools
 
 import numpy as np
 import pytest
 import torch
 from _weights import assert_same_weights, weights
+from conftest import make_estimator
 from numpy.testing import assert_array_equal
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
@@ -31,13 +33,9 @@ from sparse_token_estimators.modules import FullyConnectedNet, SparseTokenAttent
 X, Y = make_sparse_selection(96, 6, 3, n_selected=2, random_state=0)
 X_TEST, Y_TEST = make_sparse_selection(40, 6, 3, n_selected=2, random_state=1)
 
-MAKERS = {
-    "transformer": lambda **kw: SparseTokenTransformer(
-        **{"pe_dim": 8, "n_pe_draws": 2, "max_epochs": 2, "batch_size": 32,
-           "random_state": 0, **kw}),
-    "fcn": lambda **kw: SparseTokenFCN(
-        **{"hidden_width": 16, "max_epochs": 2, "batch_size": 32, "random_state": 0, **kw}),
-}
+#: the catalogue's paper estimators (tests/conftest.py), with this file's training settings
+MAKERS = {name: functools.partial(make_estimator, name, max_epochs=2, batch_size=32)
+          for name in ("transformer", "fcn")}
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import torch
 from _weights import assert_same_weights, weights
+from conftest import ESTIMATORS
 from numpy.testing import assert_array_equal
 from skorch.callbacks import (
     Callback,
@@ -47,13 +48,14 @@ X, Y = make_sparse_selection(240, 6, 3, n_selected=2, random_state=0)
 X_TEST, _ = make_sparse_selection(50, 6, 3, n_selected=2, random_state=1)
 X_LONG, _ = make_sparse_selection(50, 15, 3, n_selected=2, random_state=2)
 
-# name -> (estimator class, constructor parameters); the sizes are given when
-# rebuilding, learned when fitting
+# name -> (catalogue name (tests/conftest.py), this file's parameters: 16 wide, so
+# that pe_dim=8 is another model; the package's batch size). The sizes are
+# given when rebuilding, learned when fitting.
+TRAINING = dict(max_epochs=3, batch_size=256)
 MODELS = {
-    "stochastic": (SparseTokenTransformer, dict(pe_dim=16, n_pe_draws=3, max_epochs=3)),
-    "fixed": (SparseTokenTransformer, dict(pe_dim=16, positional_encoding="fixed",
-                                           max_seq_len=16, max_epochs=3)),
-    "fcn": (SparseTokenFCN, dict(hidden_width=16, max_epochs=3)),
+    "stochastic": ("transformer", dict(pe_dim=16, n_pe_draws=3, **TRAINING)),
+    "fixed": ("transformer-fixed", dict(pe_dim=16, **TRAINING)),
+    "fcn": ("fcn", dict(hidden_width=16, **TRAINING)),
 }
 #: where the package under test lives, for the new process to import the same one
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(sparse_token_estimators.__file__))
@@ -66,8 +68,15 @@ def one_thread():
     torch.set_num_threads(1)
 
 
+def model(name):
+    """The estimator class and constructor parameters (but random_state) of ``name``."""
+    catalogue_name, params = MODELS[name]
+    Estimator, own = ESTIMATORS[catalogue_name]
+    return Estimator, {**own, **params}
+
+
 def make(name, **kwargs):
-    Estimator, params = MODELS[name]
+    Estimator, params = model(name)
     return Estimator(**{**params, "random_state": 0, **kwargs})
 
 
@@ -98,7 +107,8 @@ def test_a_new_process_rebuilds_each_model_from_parameters_and_weights(tmp_path)
     np.save(tmp_path / "X_test.npy", X_TEST)
     np.save(tmp_path / "X_long.npy", X_LONG)
     jobs, expected = [], {}
-    for name, (Estimator, params) in MODELS.items():
+    for name in MODELS:
+        Estimator, params = model(name)
         est = make(name).fit(X, Y)  # sizes learned from X
         inputs = {"T": str(tmp_path / "X_test.npy")}
         if name != "fcn":  # the transformers also at another length

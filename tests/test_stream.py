@@ -5,12 +5,14 @@ reproducible; the estimators fit on a stream with the same loop as on
 arrays, with fresh samples every epoch; and a population fit learns.
 """
 
+import functools
 import math
 import pickle
 
 import numpy as np
 import pytest
 import torch
+from conftest import make_estimator
 from numpy.testing import assert_array_equal
 from skorch.callbacks import Callback
 from skorch.dataset import ValidSplit
@@ -243,13 +245,9 @@ class RecordFirstBatch(Callback):
             self.first.append(batch[0].clone())
 
 
-MAKERS = {
-    "transformer": lambda **kw: SparseTokenTransformer(
-        **{"pe_dim": 8, "n_pe_draws": 2, "max_epochs": 2, "batch_size": 64,
-           "random_state": 0, **kw}),
-    "fcn": lambda **kw: SparseTokenFCN(
-        **{"hidden_width": 16, "max_epochs": 2, "batch_size": 64, "random_state": 0, **kw}),
-}
+#: the catalogue's paper estimators (tests/conftest.py), with this file's training settings
+MAKERS = {name: functools.partial(make_estimator, name, max_epochs=2, batch_size=64)
+          for name in ("transformer", "fcn")}
 
 
 @pytest.mark.parametrize("name", list(MAKERS))
