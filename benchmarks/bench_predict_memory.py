@@ -122,7 +122,8 @@ def main():
             rows.append({"implementation": name, "seq_len": seq_len, **figures})
             print(rows[-1], file=sys.stderr)
     print(f"\npredict of one batch of {BATCH} sequences, SparseTokenTransformer defaults "
-          f"(pe_dim {args.pe_dim}, n_pe_draws 8, token_dim {TOKEN_DIM}), CPU, {args.threads} thread(s)\n")
+          f"(pe_dim {args.pe_dim}, n_pe_draws 8, token_dim {TOKEN_DIM}), CPU, "
+          f"{args.threads} thread(s)\n")
     print("| implementation | T | peak RSS (GiB) | RSS before predict (GiB) | predict (s) "
           "| the batch's keys (s) |")
     print("|---|---|---|---|---|---|")

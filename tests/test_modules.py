@@ -14,12 +14,12 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from sparse_token_estimators import SparseTokenTransformer, make_sparse_selection
 from sparse_token_estimators.modules import FullyConnectedNet, SparseTokenAttention
-from sparse_token_estimators.theory import best_case_r2
 from sparse_token_estimators.positional import (
     ENCODINGS,
     StochasticPositionalEncoding,
     random_unit_vectors,
 )
+from sparse_token_estimators.theory import best_case_r2
 
 NAMES = list(ENCODINGS)
 
