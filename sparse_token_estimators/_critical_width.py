@@ -1,4 +1,4 @@
-"""The critical width of a model: the smallest width whose best-rate validation R^2 reaches a target.
+"""The critical width of a model: the smallest width whose best-rate score reaches a target.
 
 The protocol of the reproduction's second set of verdicts (TASK.md,
 "Verdicts, second set"), for any estimator with a width parameter:

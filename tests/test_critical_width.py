@@ -140,7 +140,8 @@ def test_unknown_parameter_and_stream_without_validation_are_refused():
 
 def test_the_search_alone_on_a_score_function():
     found = bracket_critical_width(lambda w, m: float(w >= 40), 5, target=0.5, stop=100)
-    assert found["status"] == "found" and found["bracket"] == (33, 40)  # 5, 10, 20, 40, then 28 and 33
+    # 5, 10, 20, 40, then 28 and 33
+    assert found["status"] == "found" and found["bracket"] == (33, 40)
 
 
 def test_a_real_small_run_on_the_transformer_with_a_test_set():
