@@ -237,7 +237,7 @@ def sequence_keys(X, seed):
     return mix64(torch.cat(sums) ^ salt)  # (B,)
 
 
-def keyed_words(keys, counters):
+def keyed_words(keys, counters, golden=_GOLDEN):
     """Random int64 words: the SplitMix64 stream of every key, at positions ``counters``.
 
     Word n of key k is ``mix64(k + (n + 1) * golden)``, element n of the
@@ -248,6 +248,10 @@ def keyed_words(keys, counters):
     keys : Tensor of shape (C,), int64
     counters : Tensor of shape (N,), int64
         Stream positions, the same for every key.
+    golden : int or Tensor, default=SplitMix64's increment
+        The increment; the encodings pass it as a tensor (a buffer): the
+        compiler (inductor) folds an ``arange`` times a constant into index
+        arithmetic, whose int64 overflows where the hash's products wrap.
 
     Returns
     -------
@@ -259,7 +263,15 @@ def keyed_words(keys, counters):
     >>> keyed_words(torch.tensor([0, 1]), torch.arange(3)).shape
     torch.Size([2, 3])
     """
-    return mix64(keys[:, None] + (counters + 1) * _GOLDEN)  # (C, N)
+    return mix64(keys[:, None] + (counters + 1) * golden)  # (C, N)
+
+
+
+def _register_golden(encoding):
+    # SplitMix64's increment as a tensor, for keyed_words under the compiler;
+    # derived, so not part of the state_dict
+    encoding.register_buffer("golden", torch.tensor(_GOLDEN, dtype=torch.int64),
+                             persistent=False)
 
 
 class _PositionalEncoding(nn.Module):
@@ -351,6 +363,7 @@ class StochasticPositionalEncoding(_PositionalEncoding):
 
     def __init__(self, pe_dim, max_seq_len=None):
         super().__init__(pe_dim, max_seq_len)
+        _register_golden(self)
 
     def draw(self, shape, *, generator=None, device=None):
         """Random words for positional vectors of ``shape + (pe_dim,)``."""
@@ -370,7 +383,7 @@ class StochasticPositionalEncoding(_PositionalEncoding):
         n_words = -(-self.pe_dim // 64)  # 64-bit words per vector
         counters = torch.arange(draws.start * seq_len * n_words, draws.stop * seq_len * n_words,
                                 dtype=torch.int64, device=keys.device)
-        words = keyed_words(keys, counters)  # (C, G T W)
+        words = keyed_words(keys, counters, self.golden)  # (C, G T W)
         words = words.view(len(keys), len(draws), seq_len, n_words).transpose(0, 1)  # (G, C, T, W)
         halves = words.contiguous().view(torch.int32)  # (G, C, T, 2 W): 32 signs per half
         # As sign_vectors: each bit moved into the sign bit of 1/sqrt(d_p)
@@ -550,6 +563,7 @@ class RandomizedPositionalEncoding(_PositionalEncoding):
     def __init__(self, pe_dim, max_seq_len):
         super().__init__(pe_dim, max_seq_len)
         self.register_buffer("table", random_unit_vectors(max_seq_len, pe_dim))
+        _register_golden(self)
 
     def draw(self, shape, *, generator=None, device=None):
         """Sorted random positions, shape ``shape``, from 0 .. max_seq_len - 1."""
@@ -575,7 +589,7 @@ class RandomizedPositionalEncoding(_PositionalEncoding):
         length = self.max_seq_len
         counters = torch.arange(draws.start * length, draws.stop * length,
                                 dtype=torch.int64, device=keys.device)
-        words = keyed_words(keys, counters).view(len(keys), len(draws), length)  # (C, G, L)
+        words = keyed_words(keys, counters, self.golden).view(len(keys), len(draws), length)
         chosen = words.topk(seq_len, dim=-1, largest=False, sorted=False).indices
         positions = chosen.sort(dim=-1).values.transpose(0, 1)  # (G, C, T)
         return self.table[positions]  # (G, C, T, d_p)

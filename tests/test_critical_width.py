@@ -166,3 +166,43 @@ def test_a_stream_trains_and_a_validation_set_scores():
                             target=0.99, start=4, stop=8, seeds=(0,),
                             validation=(X_val, y_val))
     assert result.bracket[0] == 8 and result.status in ("> stop", "unresolved")
+
+
+@pytest.mark.parametrize("name, param", [("SparseTokenTransformer", "pe_dim"),
+                                         ("SparseTokenFCN", "hidden_width"),
+                                         ("SparseTokenEncoder", "d_model"),
+                                         ("SparseTokenRNN", "hidden_size")])
+def test_every_estimator_is_searched_by_its_width(name, param):
+    import sparse_token_estimators
+
+    X, y = make_sparse_selection(128, 4, 2, 2, random_state=0)
+    est = getattr(sparse_token_estimators, name)(max_epochs=1, device="cpu")
+    result = critical_width(est, param, X, y, lr_grid=[0.001, 0.01, 0.1], target=0.99,
+                            start=4, stop=4, seeds=(0,), check_steps=False)
+    assert result.bracket == (4, None) and result.status == "> stop"
+    assert {row["width"] for row in result.table} == {4}
+    assert all(row["error"] is None for row in result.table)
+
+
+def test_a_users_skorch_net_is_searched_seeded_by_torch():
+    import torch
+    from skorch import NeuralNetRegressor
+
+    class Mean(torch.nn.Module):
+        def __init__(self, width=4):
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4 * 3, width),
+                                           torch.nn.ReLU(), torch.nn.Linear(width, 2))
+
+        def forward(self, X):
+            return self.net(X)
+
+    X, y = make_sparse_selection(256, 4, 2, 2, random_state=0)
+    net = NeuralNetRegressor(Mean, module__width=4, max_epochs=2, lr=0.01,
+                             optimizer=torch.optim.Adam, train_split=None, verbose=0)
+    kwargs = dict(lr_grid=[0.001, 0.01, 0.1], target=0.99, start=4, stop=8, seeds=(0, 1))
+    first = critical_width(net, "module__width", X, y, **kwargs)
+    again = critical_width(net, "module__width", X, y, **kwargs)
+    assert [r["val_score"] for r in first.table] == [r["val_score"] for r in again.table]
+    assert first.table[0]["val_score"] != first.table[1]["val_score"]  # seeds 0 and 1
+    assert first.bracket[0] == 8
