@@ -16,9 +16,11 @@ The protocol of the reproduction's second set of verdicts (TASK.md,
   search that ends beyond its stop is "> stop" only if the widest width
   also fails with twice the steps.
 
-:func:`bracket_critical_width` is the search on a score function alone (the
-reproduction's searches can call it); :func:`critical_width` fits an
-estimator for it.
+:func:`bracket_critical_width` is the search on a score function alone,
+:func:`search_steps` the same search as a generator of fit requests and
+:func:`run_searches` several of them in lock-step (one round of fits for
+all: what the reproduction's searches over T need, in place of its own
+``_bracket``); :func:`critical_width` fits an estimator for it.
 """
 
 import math
@@ -96,9 +98,177 @@ def _passes(score, target):
     return score is not None and not math.isnan(score) and score >= target
 
 
+def search_steps(start, *, target, stop=None, factor=2.0, refine=2 ** 0.5, fall_tol=0.05,
+                 check_steps=True):
+    """The bracketing search as a generator: it yields the fits it needs, one at a time.
+
+    Each ``yield`` gives a request ``(width, steps_multiplier)`` and takes
+    its score (``generator.send(score)``); the generator's return value
+    (``StopIteration.value``) is the result of
+    :func:`bracket_critical_width`. Several searches (one per sequence
+    length, say) can so be driven in lock-step, their requests of a round
+    fitted together (:func:`run_searches`).
+
+    Parameters
+    ----------
+    start, target, stop, factor, refine, fall_tol, check_steps
+        As in :func:`bracket_critical_width`.
+
+    Examples
+    --------
+    >>> steps = search_steps(4, target=0.5)
+    >>> request = next(steps)
+    >>> request
+    (4, 1)
+    """
+    if isinstance(start, bool) or not isinstance(start, int) or start < 1:
+        raise ValueError(f"start must be a positive int; got {start!r}.")
+    if stop is not None and (isinstance(stop, bool) or not isinstance(stop, int)
+                             or stop < start):
+        raise ValueError(f"stop must be None or an int >= start={start}; got {stop!r}.")
+    if not factor > 1 or not refine > 1:
+        raise ValueError(f"factor and refine must be > 1; got {factor!r} and {refine!r}.")
+    scores, doubled = {}, {}
+
+    def score(width):
+        if width not in scores:
+            scores[width] = float((yield (width, 1)))
+        return scores[width]
+
+    def twice(width):
+        doubled[width] = float((yield (width, 2)))
+        return doubled[width]
+
+    def done(width, bracket, status, reason):
+        return {"width": width, "bracket": bracket, "status": status, "reason": reason,
+                "scores": dict(sorted(scores.items())), "doubled_scores": dict(doubled)}
+
+    lower = upper = None
+    width, best = start, -math.inf
+    while True:  # grow
+        s = yield from score(width)
+        if _passes(s, target):
+            upper = width
+            break
+        if fall_tol is not None and not math.isnan(s) and s < best - fall_tol:
+            widest = max(w for w in scores if scores[w] == best)
+            return done(None, (width, None), "non-monotone",
+                        f"the score falls as the width grows: {best:.4g} at {widest}, "
+                        f"{s:.4g} at {width}; the search stopped there")
+        best = max(best, s) if not math.isnan(s) else best
+        lower = width
+        if stop is not None and width >= stop:
+            break
+        width = max(width + 1, round(width * factor))
+        if stop is not None:
+            width = min(width, stop)
+    if upper is None:  # beyond the stop
+        if not check_steps:
+            return done(None, (lower, None), "> stop",
+                        f"no width up to {lower} reaches {target} (steps not checked)")
+        widest = yield from twice(lower)
+        if _passes(widest, target):
+            return done(None, (lower, None), "unresolved",
+                        f"no width up to {lower} reaches {target}, but {lower} does with "
+                        f"twice the steps ({widest:.4g}): more steps would decide")
+        return done(None, (lower, None), "> stop",
+                    f"no width up to {lower} reaches {target}, nor {lower} with twice the "
+                    f"steps ({widest:.4g})")
+    while lower is not None and upper / lower > refine and upper - lower > 1:  # bisect
+        mid = min(max(round(math.sqrt(lower * upper)), lower + 1), upper - 1)
+        if _passes((yield from score(mid)), target):
+            upper = mid
+        else:
+            lower = mid
+    # confirm at the next width: no wider evaluated width may fail
+    above = [w for w in scores if w > upper]
+    if not above:
+        nxt = max(upper + 1, round(upper * refine))
+        if stop is None or nxt <= stop:
+            yield from score(nxt)
+            above = [nxt]
+    failing = [w for w in scores if w > upper and not _passes(scores[w], target)]
+    if failing:
+        return done(upper, (lower, upper), "non-monotone",
+                    f"{upper} reaches {target} ({scores[upper]:.4g}) but the wider "
+                    f"{min(failing)} does not ({scores[min(failing)]:.4g})")
+    status = "at start" if lower is None else "found"
+    confirmed = f", confirmed at {min(above)}" if above else ", not confirmed (at the stop)"
+    reason = (f"{start} already reaches {target}" if lower is None else
+              f"the crossing lies in ({lower}, {upper}]") + confirmed
+    if not check_steps:
+        return done(upper, (lower, upper), status, reason + " (steps not checked)")
+    for w in (lower, upper):
+        if w is not None:
+            yield from twice(w)
+    moved = []
+    if lower is not None and _passes(doubled[lower], target):
+        moved.append(f"{lower} reaches {target} with twice the steps ({doubled[lower]:.4g})")
+    if not _passes(doubled[upper], target):
+        moved.append(f"{upper} falls below {target} with twice the steps "
+                     f"({doubled[upper]:.4g})")
+    if moved:
+        return done(upper, (lower, upper), "unresolved",
+                    "the bracket moves under the steps check: " + "; ".join(moved))
+    return done(upper, (lower, upper), status, reason + "; unmoved by twice the steps")
+
+
+def run_searches(evaluate, searches):
+    """Drive several :func:`search_steps` generators in lock-step.
+
+    Parameters
+    ----------
+    evaluate : callable
+        ``evaluate([(key, width, steps_multiplier), ...]) -> [score, ...]``:
+        one request of every unfinished search per round (fit them together).
+    searches : dict
+        ``{key: search_steps(...)}``.
+
+    Returns
+    -------
+    results : dict
+        ``{key: result}``, each as :func:`bracket_critical_width` returns.
+
+    Examples
+    --------
+    >>> crossing = {"a": 10, "b": 40}
+    >>> found = run_searches(
+    ...     lambda jobs: [float(w >= crossing[k]) for k, w, _ in jobs],
+    ...     {k: search_steps(8, target=0.5) for k in crossing})
+    >>> found["a"]["bracket"], found["b"]["bracket"]
+    ((8, 11), (32, 45))
+    """
+    results, pending = {}, {}
+    for key, steps in searches.items():
+        try:
+            pending[key] = (steps, next(steps))
+        except StopIteration as end:
+            results[key] = end.value
+    while pending:
+        jobs = [(key, *request) for key, (_, request) in pending.items()]
+        scores = list(evaluate(jobs))
+        if len(scores) != len(jobs):
+            raise ValueError(f"evaluate returned {len(scores)} scores for {len(jobs)} fits.")
+        for (key, _, _), score in zip(jobs, scores):
+            steps = pending[key][0]
+            try:
+                pending[key] = (steps, steps.send(score))
+            except StopIteration as end:
+                results[key] = end.value
+                del pending[key]
+    return results
+
+
 def bracket_critical_width(evaluate, start, *, target, stop=None, factor=2.0,
                            refine=2 ** 0.5, fall_tol=0.05, check_steps=True):
-    """The bracketing search with its confirmations, on score functions alone.
+    """The bracketing search with its confirmations, on a score function alone.
+
+    Grow the width by ``factor`` from ``start`` until a width's score
+    reaches ``target``, then bisect in log space down to a ratio <=
+    ``refine``; confirm the crossing at the next width; while growing, a
+    score more than ``fall_tol`` below the best so far stops the search
+    ("non-monotone"); the steps check refits the bracketing widths (or, past
+    the stop, the widest) with twice the steps.
 
     Parameters
     ----------
@@ -134,92 +304,9 @@ def bracket_critical_width(evaluate, start, *, target, stop=None, factor=2.0,
     >>> found["status"], found["bracket"]
     ('found', (19, 23))
     """
-    if isinstance(start, bool) or not isinstance(start, int) or start < 1:
-        raise ValueError(f"start must be a positive int; got {start!r}.")
-    if stop is not None and (isinstance(stop, bool) or not isinstance(stop, int)
-                             or stop < start):
-        raise ValueError(f"stop must be None or an int >= start={start}; got {stop!r}.")
-    if not factor > 1 or not refine > 1:
-        raise ValueError(f"factor and refine must be > 1; got {factor!r} and {refine!r}.")
-    scores, doubled = {}, {}
-
-    def score(width):
-        if width not in scores:
-            scores[width] = float(evaluate(width, 1))
-        return scores[width]
-
-    def done(width, bracket, status, reason):
-        return {"width": width, "bracket": bracket, "status": status, "reason": reason,
-                "scores": dict(sorted(scores.items())), "doubled_scores": dict(doubled)}
-
-    lower = upper = None
-    width, best = start, -math.inf
-    while True:  # grow
-        s = score(width)
-        if _passes(s, target):
-            upper = width
-            break
-        if fall_tol is not None and not math.isnan(s) and s < best - fall_tol:
-            widest = max(w for w in scores if scores[w] == best)
-            return done(None, (width, None), "non-monotone",
-                        f"the score falls as the width grows: {best:.4g} at {widest}, "
-                        f"{s:.4g} at {width}; the search stopped there")
-        best = max(best, s) if not math.isnan(s) else best
-        lower = width
-        if stop is not None and width >= stop:
-            break
-        width = max(width + 1, round(width * factor))
-        if stop is not None:
-            width = min(width, stop)
-    if upper is None:  # beyond the stop
-        if not check_steps:
-            return done(None, (lower, None), "> stop",
-                        f"no width up to {lower} reaches {target} (steps not checked)")
-        doubled[lower] = float(evaluate(lower, 2))
-        if _passes(doubled[lower], target):
-            return done(None, (lower, None), "unresolved",
-                        f"no width up to {lower} reaches {target}, but {lower} does with "
-                        f"twice the steps ({doubled[lower]:.4g}): more steps would decide")
-        return done(None, (lower, None), "> stop",
-                    f"no width up to {lower} reaches {target}, nor {lower} with twice the "
-                    f"steps ({doubled[lower]:.4g})")
-    while lower is not None and upper / lower > refine and upper - lower > 1:  # bisect
-        mid = min(max(round(math.sqrt(lower * upper)), lower + 1), upper - 1)
-        if _passes(score(mid), target):
-            upper = mid
-        else:
-            lower = mid
-    # confirm at the next width: no wider evaluated width may fail
-    above = [w for w in scores if w > upper]
-    if not above:
-        nxt = max(upper + 1, round(upper * refine))
-        if stop is None or nxt <= stop:
-            score(nxt)
-            above = [nxt]
-    failing = [w for w in scores if w > upper and not _passes(scores[w], target)]
-    if failing:
-        return done(upper, (lower, upper), "non-monotone",
-                    f"{upper} reaches {target} ({scores[upper]:.4g}) but the wider "
-                    f"{min(failing)} does not ({scores[min(failing)]:.4g})")
-    status = "at start" if lower is None else "found"
-    confirmed = f", confirmed at {min(above)}" if above else ", not confirmed (at the stop)"
-    reason = (f"{start} already reaches {target}" if lower is None else
-              f"the crossing lies in ({lower}, {upper}]") + confirmed
-    if not check_steps:
-        return done(upper, (lower, upper), status, reason + " (steps not checked)")
-    for w in (lower, upper):
-        if w is not None:
-            doubled[w] = float(evaluate(w, 2))
-    moved = []
-    if lower is not None and _passes(doubled[lower], target):
-        moved.append(f"{lower} reaches {target} with twice the steps ({doubled[lower]:.4g})")
-    if not _passes(doubled[upper], target):
-        moved.append(f"{upper} falls below {target} with twice the steps "
-                     f"({doubled[upper]:.4g})")
-    if moved:
-        return done(upper, (lower, upper), "unresolved",
-                    "the bracket moves under the steps check: " + "; ".join(moved))
-    return done(upper, (lower, upper), status, reason + "; unmoved by twice the steps")
+    steps = search_steps(start, target=target, stop=stop, factor=factor, refine=refine,
+                         fall_tol=fall_tol, check_steps=check_steps)
+    return run_searches(lambda jobs: [evaluate(w, m) for _, w, m in jobs], {None: steps})[None]
 
 
 def _fit_one(estimator, params, seed_param, seed, train, validation, test, scorer,

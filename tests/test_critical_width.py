@@ -206,3 +206,20 @@ def test_a_users_skorch_net_is_searched_seeded_by_torch():
     assert [r["val_score"] for r in first.table] == [r["val_score"] for r in again.table]
     assert first.table[0]["val_score"] != first.table[1]["val_score"]  # seeds 0 and 1
     assert first.bracket[0] == 8
+
+
+def test_searches_run_in_lock_step_one_request_each_per_round():
+    from sparse_token_estimators._critical_width import run_searches, search_steps
+
+    rounds = []
+
+    def evaluate(jobs):
+        rounds.append(jobs)
+        return [float(w >= {"a": 10, "b": 40}[k]) for k, w, _ in jobs]
+
+    found = run_searches(evaluate, {k: search_steps(8, target=0.5) for k in "ab"})
+    alone = {k: bracket_critical_width(lambda w, m, k=k: float(w >= {"a": 10, "b": 40}[k]),
+                                       8, target=0.5) for k in "ab"}
+    assert found == alone
+    assert all(len({k for k, _, _ in jobs}) == len(jobs) for jobs in rounds)
+    assert len(rounds[0]) == 2
