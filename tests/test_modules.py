@@ -590,3 +590,27 @@ def test_fcn_rejects_another_length():
     net = FullyConnectedNet(seq_len=10, token_dim=4, hidden_width=8)
     with pytest.raises(ValueError, match="built for seq_len=10; got sequences of length 12"):
         net(_data(n=2, seq_len=12)[0])
+
+
+@pytest.mark.parametrize("seq_len, pe_dim, n_draws", [(20000, 256, 8), (100, 16, 8), (40, 64, 1)])
+def test_eval_draws_are_made_in_blocks_of_bounded_size(monkeypatch, seq_len, pe_dim, n_draws):
+    # The memory of a prediction does not grow with the batch: every block of
+    # draws holds at most _DRAW_BLOCK coordinates (or one sequence's one draw
+    # where that alone is larger), at T = 20000 and pe_dim 256 as at small T.
+    from sparse_token_estimators import modules
+
+    module = SparseTokenAttention(2, pe_dim=pe_dim, n_pe_draws=n_draws).eval()
+    sizes = []
+
+    def record(keys, draws, length):
+        sizes.append(len(keys) * len(draws) * length * pe_dim)
+        return torch.zeros(len(draws), len(keys), length, pe_dim)
+
+    monkeypatch.setattr(module.positions, "keyed_vectors", record)
+    batch = 3 if seq_len > 1000 else 200
+    X = torch.zeros(batch, seq_len, 3)
+    X[:, :3, -1] = 1.0
+    with torch.no_grad():
+        module(X)
+    assert max(sizes) <= max(modules._DRAW_BLOCK, seq_len * pe_dim)
+    assert sum(sizes) >= batch * n_draws * seq_len * pe_dim  # every sequence and draw
