@@ -354,7 +354,18 @@ def _check_lr_grid(lr_grid):
     return rates
 
 
+def _check_pair(value, name):
+    if value is None:
+        return None
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        short = {"validation": "val", "test": "test"}[name]
+        raise ValueError(f"{name} must be a pair (X_{short}, y_{short}) of arrays, or None; "
+                         f"got {type(value).__name__}.")
+    return tuple(value)
+
+
 def _split_data(X, y, validation, test, validation_fraction, random_state):
+    validation, test = _check_pair(validation, "validation"), _check_pair(test, "test")
     if isinstance(X, SparseSelectionStream):
         if validation is None:
             raise ValueError(
@@ -461,6 +472,8 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
     ['error', 'fit_time', 'lr', 'seed']
     """
     rates = _check_lr_grid(lr_grid)
+    if isinstance(target, bool) or not isinstance(target, (int, float)) or math.isnan(target):
+        raise ValueError(f"target must be a number; got {target!r}.")
     params = estimator.get_params()
     for name in (param, lr_param, steps_param):
         if name not in params:

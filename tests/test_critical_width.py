@@ -223,3 +223,11 @@ def test_searches_run_in_lock_step_one_request_each_per_round():
     assert found == alone
     assert all(len({k for k, _, _ in jobs}) == len(jobs) for jobs in rounds)
     assert len(rounds[0]) == 2
+
+
+def test_a_validation_set_must_be_a_pair():
+    X, y = _data()
+    with pytest.raises(ValueError, match=r"validation must be a pair \(X_val, y_val\)"):
+        critical_width(FakeNet(curve=_monotone), "width", X, y, lr_grid=LRS, validation=X)
+    with pytest.raises(ValueError, match="target must be a number"):
+        critical_width(FakeNet(curve=_monotone), "width", X, y, lr_grid=LRS, target="0.8")
