@@ -31,10 +31,11 @@ SECTIONS = [
      "summed over the d coordinates of the output and averaged over samples."),
     ("sparse_token_estimators.callbacks", "Callbacks",
      "skorch callbacks that record the paper's diagnostics into ``history_``."),
-    ("sparse_token_estimators.model_selection", "Searches on a stream",
+    ("sparse_token_estimators.model_selection", "Searches on a stream, critical widths",
      "A parameter search whose candidates train on a ``SparseSelectionStream`` and are "
      "scored on a fixed validation set: the route where scikit-learn's searches, which "
-     "split by index, cannot go."),
+     "split by index, cannot go; and the search of a model's critical width by the "
+     "reproduction's protocol."),
     ("sparse_token_estimators.checkpoints", "Checkpoints",
      "skorch's checkpoint callbacks, made safe: an epoch's files are written "
      "atomically and loaded together (a manifest written last), and a failed save warns."),

@@ -15,6 +15,7 @@ EXAMPLE_ARGS = {
     "length_generalisation.py": ["5000"],
     "pipeline_comparison.py": ["3000"],
     "compare_architectures.py": ["2000"],
+    "critical_width.py": ["2000"],
     "distributed_search.py": ["--size", "tiny", "--n-workers", "2"],
 }
 

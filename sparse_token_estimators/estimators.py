@@ -73,9 +73,10 @@ class SparseTokenTransformer(_SparseTokenRegressor):
         crosstalk makes a larger c worse, and a larger c keeps the attention
         sharp on longer sequences, so more draws generalise further in length,
         at a training cost that grows with the draws (measured in the user
-        guide, "Positional encodings"). At prediction the draws come
-        from a seed fixed at fit and kept in the module's ``state_dict``, so
-        a prediction depends only on its own sequence and on the weights.
+        guide, "Positional encodings"). At prediction every sequence gets
+        draws of its own, derived from a seed fixed at fit (kept in the
+        module's ``state_dict``) and from the sequence itself, so a
+        prediction depends only on its own sequence and on the weights.
         The deterministic encodings ignore it: all their draws would be the
         same.
     output_map : bool, default=False

@@ -23,9 +23,10 @@ from sklearn.metrics import check_scoring
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import Bunch
 
+from ._critical_width import CriticalWidth, critical_width
 from .datasets import SparseSelectionStream
 
-__all__ = ["search_on_stream"]
+__all__ = ["CriticalWidth", "critical_width", "search_on_stream"]
 
 
 def _fit_and_score(estimator, params, stream, X_val, y_val, scorer, error_score):

@@ -8,10 +8,12 @@ import torch
 from torch import nn
 
 from ._layout import query_as_indicator, split_tokens
-from .positional import ENCODINGS
+from .positional import ENCODINGS, sequence_keys
 
 #: sequences per matrix product when the batch shares its positional draws
 _BLOCK = 64
+#: positional coordinates (draws x sequences x T x d_p) drawn at once at prediction
+_DRAW_BLOCK = 1 << 22
 
 
 def _names(options):
@@ -55,10 +57,14 @@ class SparseTokenAttention(nn.Module):
         If True, a trainable linear map (initialised at the identity) follows
         the attention; off in the paper's model.
     eval_seed : int
-        Seed of the positional draws in eval mode: they are shared by all
-        sequences of the same length, so a prediction depends on its own
-        sequence only: on the CPU bit for bit, whatever the batch it is in
-        (the products run on blocks of a fixed size; tested). Kept as an
+        Seed of the positional draws in eval mode. Every sequence gets
+        ``n_pe_draws`` draws of its own, as in training, derived from
+        ``eval_seed`` and the sequence itself (a hash of its float32 values,
+        ``positional.sequence_keys``): a prediction depends on its own
+        sequence only, on the CPU bit for bit, whatever the batch it is in
+        or the thread (the products run on blocks of a fixed size; tested),
+        and two different sequences get unrelated draws, so the draws of a
+        validation set and of a held-out set are independent. Kept as an
         int64 buffer, so it is part of the ``state_dict``: loaded weights
         predict as the saved module did.
     layout : {"indicator", "query"}
@@ -123,13 +129,15 @@ class SparseTokenAttention(nn.Module):
         -------
         noise : Tensor or None
             None for a deterministic encoding. In training, n_pe_draws fresh
-            draws for every sequence. In eval mode, n_pe_draws draws seeded
-            from ``eval_seed`` and shared by the batch (stacked on a first
-            axis of size n_pe_draws). They are drawn afresh on every call and
-            kept nowhere: the module holds no state between predictions, so
-            concurrent calls from several threads are safe and a pickled
-            model carries only its weights (what a draw costs next to the
-            forward pass: ``benchmarks/bench_predict_memory.py``).
+            draws for every sequence. In eval mode, one int64 key per
+            sequence (shape (B,)), a hash of the sequence and of
+            ``eval_seed`` from which ``forward`` derives the sequence's
+            n_pe_draws draws block by block (memory O(T d_p) per sequence
+            and draw, never the whole batch's). Nothing is kept: the module
+            holds no state between predictions, so concurrent calls from
+            several threads are safe and a pickled model carries only its
+            weights (what a draw costs next to the forward pass:
+            ``benchmarks/bench_predict_memory.py``).
         """
         if not self.positions.random:
             return None
@@ -137,13 +145,7 @@ class SparseTokenAttention(nn.Module):
         if self.training:
             return self.positions.draw((self.n_pe_draws, batch_size, seq_len),
                                        generator=generator, device=X.device)
-        # Drawn on the CPU from a fixed seed: a prediction depends on its own
-        # sequence only, and CPU and GPU agree.
-        seed = int(self.eval_seed)
-        draws = [self.positions.draw((1, 1, seq_len),
-                                     generator=torch.Generator().manual_seed(seed + k))
-                 for k in range(self.n_pe_draws)]
-        return torch.stack(draws).to(X.device)  # (K, ...)
+        return sequence_keys(X, int(self.eval_seed))  # (B,)
 
     def _seq_len(self, X):
         """T, the token rows of ``X`` (all rows but the query's in the query layout)."""
@@ -158,10 +160,31 @@ class SparseTokenAttention(nn.Module):
     def _positional_vectors(self, batch_size, seq_len, noise):
         if noise is None:  # a deterministic encoding: one set for every sequence
             return self.positions((1, 1, seq_len))  # (1, 1, T, d_p)
-        if self.training:
-            return self.positions((self.n_pe_draws, batch_size, seq_len), noise)  # (K, B, T, d_p)
-        return torch.cat([self.positions((1, 1, seq_len), noise[k])
-                          for k in range(self.n_pe_draws)])  # (K, 1, T, d_p)
+        return self.positions((self.n_pe_draws, batch_size, seq_len), noise)  # (K, B, T, d_p)
+
+    def _eval_positions(self, X, draws=None):
+        """The positional vectors every sequence of ``X`` gets in eval mode.
+
+        What ``forward`` uses at prediction (made there block by block); for
+        inspection and tests. Holds the whole (K, B, T, d_p): use it on a
+        few sequences.
+
+        Parameters
+        ----------
+        X : Tensor of shape (B, T, d + 1)
+        draws : range or None
+            Which of the n_pe_draws draws; None: all.
+
+        Returns
+        -------
+        P : Tensor of shape (K, B, T, d_p)
+            For a deterministic encoding the one set, broadcast (K = 1).
+        """
+        if not self.positions.random:
+            return self.positions((1, 1, X.shape[1])).expand(1, len(X), -1, -1)
+        draws = range(self.n_pe_draws) if draws is None else draws
+        keys = sequence_keys(X, int(self.eval_seed))
+        return self.positions.keyed_vectors(keys, draws, X.shape[1])
 
     def _attend(self, P, indicator):
         # P: (K or 1, B or 1, T, d_p) positional draws; indicator: (B, T)
@@ -172,8 +195,49 @@ class SparseTokenAttention(nn.Module):
         scores = (P @ Wz.transpose(-1, -2)).squeeze(-1)  # (K, B, T): p_i^T W z
         return torch.softmax(scores, dim=-1).mean(0)  # (B, T)
 
+    def _attend_keyed(self, keys, indicator):
+        # Eval mode, a random encoding: every sequence's own draws, made from
+        # its key by blocks of C sequences and G draws, C G T d_p <=
+        # _DRAW_BLOCK, so memory does not grow with the batch. C and G depend
+        # on (K, T, d_p) only, and the last block is padded, so that every
+        # product has the same shape whatever the batch: matrix kernels round
+        # differently at different shapes, and a prediction must not depend
+        # on its batch.
+        batch_size, seq_len = indicator.shape
+        n_draws, per_draw = self.n_pe_draws, seq_len * self.W.shape[0]
+        block = max(1, min(_BLOCK, _DRAW_BLOCK // (n_draws * per_draw)))
+        group = n_draws if block * n_draws * per_draw <= _DRAW_BLOCK else max(
+            1, min(n_draws, _DRAW_BLOCK // per_draw))
+        pad = -batch_size % block
+        pe_dim = self.W.shape[0]
+        pad_dim = -pe_dim % 16
+        W_padded = nn.functional.pad(self.W.T, (0, pad_dim, 0, pad_dim))  # (d_p', d_p')
+        keys = nn.functional.pad(keys, (0, pad))  # (B + pad,)
+        indicator = nn.functional.pad(indicator, (0, 0, 0, pad))  # (B + pad, T)
+        rows = []
+        for key, s in zip(keys.split(block), indicator.split(block)):  # (C,), (C, T)
+            total = 0
+            for start in range(0, n_draws, group):
+                draws = range(start, min(start + group, n_draws))
+                P = self.positions.keyed_vectors(key, draws, seq_len).to(s.dtype)  # (G, C, T, d_p)
+                # Products by sequence as sums of elementwise products, not
+                # batched matrix-vector products: a matrix kernel's rounding
+                # may depend on where a sequence's vectors sit in memory
+                # (their alignment), and so on its place in the block.
+                z = (s.unsqueeze(-1) * P).sum(-2)  # (G, C, d_p): sum_{i in S} p_i
+                # W z first: never a (T, d_p, d_p) product. One matrix product
+                # for the block, with d_p padded to a multiple of 16: at
+                # smaller sizes the CPU kernel rounds a row differently by
+                # its place in the block.
+                Wz = (nn.functional.pad(z, (0, pad_dim)) @ W_padded)[..., :pe_dim]  # (G, C, d_p)
+                scores = (P * Wz.unsqueeze(-2)).sum(-1)  # (G, C, T): p_i^T W z
+                total = total + torch.softmax(scores, dim=-1).sum(0)  # (C, T)
+            rows.append(total / n_draws)
+        return torch.cat(rows)[:batch_size]  # (B, T)
+
     def _attend_shared(self, P, indicator):
-        # The same K draws for the whole batch (eval mode): matrix products
+        # The same positions for the whole batch (a deterministic encoding in
+        # eval mode; formerly also the random ones' K draws): matrix products
         # over blocks of _BLOCK sequences instead of broadcasting P to
         # (K, B, T, d_p), so memory is O(K T (d_p + _BLOCK)), not O(K B T d_p).
         # Every product has the same shape whatever the batch (the last
@@ -199,6 +263,8 @@ class SparseTokenAttention(nn.Module):
         _, indicator = self._split(X)  # (B, T)
         if noise is None:
             noise = self.draw_noise(X, generator=generator)
+        if noise is not None and not self.training:  # keys: every sequence's own draws
+            return self._attend_keyed(noise, indicator)
         P = self._positional_vectors(*indicator.shape, noise)  # (K or 1, B or 1, T, d_p)
         return self._attend(P, indicator)
 

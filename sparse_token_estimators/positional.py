@@ -143,6 +143,137 @@ def random_unit_vectors(*shape, generator=None, device=None):
     return sign_vectors(words, shape)
 
 
+def _as_int64(value):
+    """An unsigned 64-bit constant as the int64 of the same bits."""
+    return value - 2**64 if value >= 2**63 else value
+
+
+_GOLDEN = _as_int64(0x9E3779B97F4A7C15)  # SplitMix64's increment
+_MIX1 = _as_int64(0xBF58476D1CE4E5B9)
+_MIX2 = _as_int64(0x94D049BB133111EB)
+
+
+def _shift_right(x, bits):
+    """Logical right shift of int64 bit patterns (torch's >> keeps the sign)."""
+    return (x >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def mix64(x):
+    """SplitMix64's finaliser on int64 tensors: a bijection of the 64-bit patterns.
+
+    Integer arithmetic modulo 2^64 (torch's int64 products wrap around), the
+    same on every device. ``mix64(key + n * golden)`` for n = 1, 2, ... is
+    the SplitMix64 stream of Steele, Lea & Flood ("Fast splittable
+    pseudorandom number generators", OOPSLA 2014) seeded at ``key``: a
+    counter-based generator, any element of which is computed on its own.
+
+    Parameters
+    ----------
+    x : Tensor, int64
+
+    Returns
+    -------
+    mixed : Tensor, int64, of ``x``'s shape
+
+    Examples
+    --------
+    >>> import torch
+    >>> hex(int(mix64(torch.tensor(0x9E3779B97F4A7C15 - 2**64))) % 2**64)  # SplitMix64(0)
+    '0xe220a8397b1dcdaf'
+    """
+    x = (x ^ _shift_right(x, 30)) * _MIX1
+    x = (x ^ _shift_right(x, 27)) * _MIX2
+    return x ^ _shift_right(x, 31)
+
+
+#: elements hashed at once by :func:`sequence_keys` (bounds its memory)
+_HASH_BLOCK = 1 << 20
+
+
+def sequence_keys(X, seed):
+    """A 64-bit key per sequence: a hash of its float32 values and of ``seed``.
+
+    The key of a sequence depends on its own bits and on ``seed`` only, not
+    on the batch it comes in, so draws derived from it make a prediction a
+    function of its input; two sequences that differ anywhere get unrelated
+    keys. Every value's bit pattern is mixed with its index
+    (:func:`mix64`), the mixes are summed modulo 2^64 (an exact sum, the
+    same in any order) and mixed again with the seed. Computed by blocks of
+    sequences, in bounded memory.
+
+    Parameters
+    ----------
+    X : Tensor of shape (B, ...), float32
+        The sequences (tokens and indicator).
+    seed : int
+        The model's seed (``eval_seed``).
+
+    Returns
+    -------
+    keys : Tensor of shape (B,), int64, on ``X``'s device
+
+    Examples
+    --------
+    >>> import torch
+    >>> X = torch.zeros(3, 5, 2)
+    >>> X[1, 0, 0] = 1.0
+    >>> keys = sequence_keys(X, seed=0)
+    >>> bool(keys[0] == keys[2]), bool(keys[0] == keys[1])
+    (True, False)
+    >>> bool(sequence_keys(X[1:2], seed=0) == keys[1])  # whatever the batch
+    True
+    """
+    flat = X.detach().to(torch.float32).reshape(len(X), -1).contiguous()  # (B, n)
+    n_values = flat.shape[1]
+    index = torch.arange(n_values, dtype=torch.int64, device=X.device) << 32  # (n,)
+    rows = max(1, _HASH_BLOCK // max(n_values, 1))
+    sums = []
+    for block in flat.split(rows):  # (R, n)
+        bits = block.view(torch.int32).to(torch.int64) & 0xFFFFFFFF  # (R, n)
+        sums.append(mix64(bits | index).sum(dim=1))  # (R,), modulo 2^64
+    if not sums:
+        return torch.zeros(0, dtype=torch.int64, device=X.device)
+    salt = int(mix64(torch.tensor(_as_int64(int(seed) % 2**64), dtype=torch.int64)))
+    return mix64(torch.cat(sums) ^ salt)  # (B,)
+
+
+def keyed_words(keys, counters, golden=_GOLDEN):
+    """Random int64 words: the SplitMix64 stream of every key, at positions ``counters``.
+
+    Word n of key k is ``mix64(k + (n + 1) * golden)``, element n of the
+    stream of SplitMix64 seeded at k.
+
+    Parameters
+    ----------
+    keys : Tensor of shape (C,), int64
+    counters : Tensor of shape (N,), int64
+        Stream positions, the same for every key.
+    golden : int or Tensor, default=SplitMix64's increment
+        The increment; the encodings pass it as a tensor (a buffer): the
+        compiler (inductor) folds an ``arange`` times a constant into index
+        arithmetic, whose int64 overflows where the hash's products wrap.
+
+    Returns
+    -------
+    words : Tensor of shape (C, N), int64
+
+    Examples
+    --------
+    >>> import torch
+    >>> keyed_words(torch.tensor([0, 1]), torch.arange(3)).shape
+    torch.Size([2, 3])
+    """
+    return mix64(keys[:, None] + (counters + 1) * golden)  # (C, N)
+
+
+
+def _register_golden(encoding):
+    # SplitMix64's increment as a tensor, for keyed_words under the compiler;
+    # derived, so not part of the state_dict
+    encoding.register_buffer("golden", torch.tensor(_GOLDEN, dtype=torch.int64),
+                             persistent=False)
+
+
 class _PositionalEncoding(nn.Module):
     """What every encoding shares: sizes, the length check, no randomness.
 
@@ -170,6 +301,27 @@ class _PositionalEncoding(nn.Module):
     def draw(self, shape, *, generator=None, device=None):
         """The random input ``forward`` consumes for ``shape`` (K, B, T); None here."""
         return None
+
+    def keyed_vectors(self, keys, draws, seq_len):
+        """Positional vectors of draws ``draws`` for the sequences of ``keys``.
+
+        The prediction-time draws of a random encoding: draw k of the
+        sequence of key ``keys[b]`` is a function of (``keys[b]``, k) only
+        (:func:`sequence_keys`, :func:`keyed_words`), so that it does not
+        depend on the batch. Only random encodings define it.
+
+        Parameters
+        ----------
+        keys : Tensor of shape (C,), int64
+        draws : range
+            Draw indices k.
+        seq_len : int
+
+        Returns
+        -------
+        P : Tensor of shape (len(draws), C, seq_len, pe_dim)
+        """
+        raise NotImplementedError(f"{type(self).__name__} draws nothing.")
 
     def check_length(self, seq_len):
         """Raise ValueError if ``seq_len`` positions exceed the table."""
@@ -211,6 +363,7 @@ class StochasticPositionalEncoding(_PositionalEncoding):
 
     def __init__(self, pe_dim, max_seq_len=None):
         super().__init__(pe_dim, max_seq_len)
+        _register_golden(self)
 
     def draw(self, shape, *, generator=None, device=None):
         """Random words for positional vectors of ``shape + (pe_dim,)``."""
@@ -219,6 +372,28 @@ class StochasticPositionalEncoding(_PositionalEncoding):
 
     def forward(self, shape, noise):
         return sign_vectors(noise, (*shape, self.pe_dim))  # (K, B, T, d_p)
+
+    def keyed_vectors(self, keys, draws, seq_len):
+        """Sign vectors of draws ``draws`` for every key: one random bit per coordinate.
+
+        Coordinate j of position t in draw k comes from bit j % 64 of word
+        (k T + t) ceil(d_p / 64) + j // 64 of the key's stream; the bits
+        become vectors as in :func:`sign_vectors`.
+        """
+        n_words = -(-self.pe_dim // 64)  # 64-bit words per vector
+        counters = torch.arange(draws.start * seq_len * n_words, draws.stop * seq_len * n_words,
+                                dtype=torch.int64, device=keys.device)
+        words = keyed_words(keys, counters, self.golden)  # (C, G T W)
+        words = words.view(len(keys), len(draws), seq_len, n_words).transpose(0, 1)  # (G, C, T, W)
+        halves = words.contiguous().view(torch.int32)  # (G, C, T, 2 W): 32 signs per half
+        # As sign_vectors: each bit moved into the sign bit of 1/sqrt(d_p)
+        magnitude = struct.unpack("<i", struct.pack("<f", 1 / math.sqrt(self.pe_dim)))[0]
+        shifts = torch.arange(31, -1, -1, dtype=torch.int32, device=keys.device)
+        bits = (halves.unsqueeze(-1) << shifts).bitwise_and_(_SIGN_MASK)  # (G, C, T, 2 W, 32)
+        bits.bitwise_or_(magnitude)
+        P = bits.view(torch.float32).flatten(-2)  # (G, C, T, 64 W)
+        P = P[..., :self.pe_dim]
+        return P  # (G, C, T, d_p)
 
 
 class FixedPositionalEncoding(_PositionalEncoding):
@@ -356,9 +531,10 @@ class RandomizedPositionalEncoding(_PositionalEncoding):
     learned, relative, RoPE, ALiBi); the order of the positions carries no
     information in this model, which sums over them.
 
-    In eval mode the module draws ``n_pe_draws`` subsets from its
-    ``eval_seed``, shares them across the batch and averages the attention
-    over them; in training every sequence draws its own. How this follows
+    In eval mode every sequence gets ``n_pe_draws`` subsets of its own,
+    derived from the module's ``eval_seed`` and the sequence itself
+    (:meth:`keyed_vectors`), and the attention is averaged over them; in
+    training every sequence draws its own from the generator. How this follows
     Ruoss et al.'s code, and where it departs from it, is in the user guide
     (Positional encodings).
 
@@ -387,6 +563,7 @@ class RandomizedPositionalEncoding(_PositionalEncoding):
     def __init__(self, pe_dim, max_seq_len):
         super().__init__(pe_dim, max_seq_len)
         self.register_buffer("table", random_unit_vectors(max_seq_len, pe_dim))
+        _register_golden(self)
 
     def draw(self, shape, *, generator=None, device=None):
         """Sorted random positions, shape ``shape``, from 0 .. max_seq_len - 1."""
@@ -400,6 +577,22 @@ class RandomizedPositionalEncoding(_PositionalEncoding):
     def forward(self, shape, noise):
         self.check_length(shape[-1])
         return self.table[noise]  # (K, B, T) -> (K, B, T, d_p)
+
+    def keyed_vectors(self, keys, draws, seq_len):
+        """Table rows at a sorted random subset of positions, per key and draw.
+
+        The subset of draw k is that of the ``seq_len`` smallest of the
+        key's words k L .. k L + L - 1 (L = ``max_seq_len``), as ``draw``
+        takes the smallest of L uniform keys.
+        """
+        self.check_length(seq_len)
+        length = self.max_seq_len
+        counters = torch.arange(draws.start * length, draws.stop * length,
+                                dtype=torch.int64, device=keys.device)
+        words = keyed_words(keys, counters, self.golden).view(len(keys), len(draws), length)
+        chosen = words.topk(seq_len, dim=-1, largest=False, sorted=False).indices
+        positions = chosen.sort(dim=-1).values.transpose(0, 1)  # (G, C, T)
+        return self.table[positions]  # (G, C, T, d_p)
 
 
 #: ``positional_encoding`` name -> encoding class: the one list of the encodings

@@ -19,7 +19,8 @@ def test_all_examples_are_listed():
     assert {p.name for p in EXAMPLES} == {"quickstart.py", "grid_search_widths.py",
                                           "length_generalisation.py",
                                           "pipeline_comparison.py",
-                                          "compare_architectures.py"}
+                                          "compare_architectures.py",
+                                          "critical_width.py"}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)

@@ -1,5 +1,6 @@
 import copy
 import logging
+import math
 import pickle
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,7 @@ from sparse_token_estimators.positional import (
     StochasticPositionalEncoding,
     random_unit_vectors,
 )
+from sparse_token_estimators.theory import best_case_r2
 
 NAMES = list(ENCODINGS)
 
@@ -98,15 +100,59 @@ def test_forward_matches_naive_reference_stochastic_training():
     torch.testing.assert_close(out, (expected[..., None] * X[..., :-1]).sum(1))
 
 
-def test_eval_attention_averages_draws_seeded_from_eval_seed():
+def test_eval_attention_averages_every_sequences_own_draws():
     X, _ = _data(n=6, seq_len=9)
     module = _with_random_W(SparseTokenAttention(4, pe_dim=8, n_pe_draws=3, eval_seed=11))
     module.eval()
-    draws = [random_unit_vectors(9, 8, generator=torch.Generator().manual_seed(11 + k))
-             for k in range(3)]
-    expected = torch.stack([_naive_attention(P.expand(6, 9, 8), X[..., -1], module.W)
-                            for P in draws]).mean(0)
+    P = module._eval_positions(X)  # (K, B, T, d_p): the draws eval mode uses
+    assert P.shape == (3, 6, 9, 8)
+    torch.testing.assert_close(P.norm(dim=-1), torch.ones(3, 6, 9))
+    expected = torch.stack([_naive_attention(P[k], X[..., -1], module.W)
+                            for k in range(3)]).mean(0)
     torch.testing.assert_close(module.attention(X), expected)
+
+
+@pytest.mark.parametrize("encoding", ["stochastic", "randomized"])
+def test_two_sequences_of_one_batch_get_different_draws(encoding):
+    X, _ = _data(n=2, seq_len=9)
+    module = SparseTokenAttention(4, pe_dim=8, positional_encoding=encoding, max_seq_len=32,
+                                  n_pe_draws=2).eval()
+    P = module._eval_positions(X)  # (2, 2, 9, 8)
+    assert not torch.equal(P[:, 0], P[:, 1])  # the two sequences
+    assert not torch.equal(P[0], P[1])  # the two draws of each
+    # a sequence's draws are its own: the same alone as in the batch
+    assert torch.equal(module._eval_positions(X[1:]), P[:, 1:])
+    # identical tokens, another subset: other draws
+    other = X[:1].clone()
+    other[0, :, -1] = other[0, :, -1].flip(0)
+    assert not torch.equal(module._eval_positions(other)[:, 0], P[:, 0])
+
+
+def test_eval_draws_are_fresh_signs_per_sequence():
+    # Over many sequences, the eval-mode draws are independent fair signs
+    # +-1/sqrt(d_p): coordinate means near 0, products of two positions near 0.
+    X, _ = _data(n=4000, seq_len=4)
+    module = SparseTokenAttention(4, pe_dim=8).eval()
+    P = module._eval_positions(X)[0].sign()  # (B, T, d_p) of +-1
+    assert module._eval_positions(X).abs().unique().tolist() == [np.float32(8 ** -0.5)]
+    assert P.mean(0).abs().max() < 5 / math.sqrt(4000)  # 5 sigma
+    crossing = (P[:, 0] * P[:, 1]).mean(0)
+    assert crossing.abs().max() < 5 / math.sqrt(4000)
+
+
+def test_eval_draw_is_unbiased_for_the_best_case():
+    # W = c I, one draw per sequence: the mean over sequences is the best
+    # case of the theory (fresh draws per sequence), within the combined SE.
+    seq_len, n_selected, pe_dim, n = 16, 3, 30, 20000
+    best = best_case_r2(seq_len, n_selected, pe_dim)
+    X, y = make_sparse_selection(n, seq_len, 8, n_selected, random_state=7)
+    module = SparseTokenAttention(8, pe_dim=pe_dim, n_pe_draws=1, eval_seed=3).eval()
+    with torch.no_grad():
+        module.W.copy_(best.c * torch.eye(pe_dim))
+        out = module(torch.as_tensor(X)).double().numpy()
+    losses = n_selected * ((out - y) ** 2).mean(axis=1)
+    se = losses.std(ddof=1) / math.sqrt(n)
+    assert abs(1 - losses.mean() - best.r2) < 3 * math.hypot(se, best.stderr)
 
 
 def test_W_z_is_computed_before_the_product_with_the_positions():
@@ -235,9 +281,10 @@ def test_drawn_noise_gives_what_forward_draws_itself(encoding):
     assert torch.equal(module(X, noise=noise), expected)
     module.eval()
     noise = module.draw_noise(X)
-    if noise is not None:  # the same draws for every batch of this length, made afresh
-        assert torch.equal(module.draw_noise(X[:2]), noise)
-        assert module.draw_noise(X[:2]) is not noise
+    if noise is not None:  # one key per sequence, its own whatever the batch
+        assert noise.shape == (6,) and noise.dtype == torch.int64
+        assert torch.equal(module.draw_noise(X[:2]), noise[:2])
+        assert len(noise.unique()) == 6
     assert torch.equal(module(X, noise=noise), module(X))
 
 
@@ -287,16 +334,15 @@ def test_n_pe_draws_may_change_on_a_built_module():
 
 
 def _broadcast_attention(module, X):
-    """Today's formula written as before the blocked products: the shared draws
-    broadcast to every sequence, (K, B, T, d_p) in memory."""
-    P = module._positional_vectors(*X.shape[:2], module.draw_noise(X))  # (K, 1, T, d_p)
+    """The eval-mode formula with every draw in memory at once, (K, B, T, d_p)."""
+    P = module._eval_positions(X)  # (K, B, T, d_p), or (1, B, T, d_p) broadcast
     z = torch.matmul(X[..., -1].unsqueeze(1), P)  # (K, B, 1, d_p)
     scores = (P @ (z @ module.W.T).transpose(-1, -2)).squeeze(-1)  # (K, B, T)
     return torch.softmax(scores, dim=-1).mean(0)
 
 
 @pytest.mark.parametrize("encoding", NAMES)
-def test_shared_draws_attention_matches_the_broadcast_formula(encoding):
+def test_blocked_eval_attention_matches_the_broadcast_formula(encoding):
     # 150 sequences: three blocks of the products, the last one padded
     X, _ = _data(n=150, seq_len=12)
     module = _with_random_W(SparseTokenAttention(4, pe_dim=16, positional_encoding=encoding,
@@ -304,14 +350,25 @@ def test_shared_draws_attention_matches_the_broadcast_formula(encoding):
     torch.testing.assert_close(module.attention(X), _broadcast_attention(module, X))
 
 
-@pytest.mark.parametrize("encoding", NAMES)
-def test_eval_predictions_do_not_depend_on_the_batch_bit_for_bit(encoding):
+def test_eval_draws_in_small_blocks_give_the_whole_blocks_numbers(monkeypatch):
+    # At long T a block holds one sequence and one draw at a time; the
+    # numbers are those of the same formula.
+    X, _ = _data(n=5, seq_len=40)
+    module = _with_random_W(SparseTokenAttention(4, pe_dim=16, n_pe_draws=3)).eval()
+    whole = module.attention(X)
+    monkeypatch.setattr("sparse_token_estimators.modules._DRAW_BLOCK", 40 * 16)
+    torch.testing.assert_close(module.attention(X), whole)
+
+
+@pytest.mark.parametrize("encoding, pe_dim", [(name, 16) for name in NAMES]
+                         + [("stochastic", 7), ("stochastic", 30), ("randomized", 30)])
+def test_eval_predictions_do_not_depend_on_the_batch_bit_for_bit(encoding, pe_dim):
     X, _ = _data(n=300, seq_len=15)
-    module = _with_random_W(SparseTokenAttention(4, pe_dim=16, positional_encoding=encoding,
+    module = _with_random_W(SparseTokenAttention(4, pe_dim=pe_dim, positional_encoding=encoding,
                                                  n_pe_draws=4), scale=3.0).eval()
     with torch.no_grad():
         whole = module(X)
-        for batch_size in (1, 7, 64, 256):
+        for batch_size in (1, 7, 64, 256):  # 1, 7 and 256 as issue 31 asks
             parts = torch.cat([module(X[i:i + batch_size]) for i in range(0, 300, batch_size)])
             assert torch.equal(parts, whole), batch_size
 
@@ -533,3 +590,27 @@ def test_fcn_rejects_another_length():
     net = FullyConnectedNet(seq_len=10, token_dim=4, hidden_width=8)
     with pytest.raises(ValueError, match="built for seq_len=10; got sequences of length 12"):
         net(_data(n=2, seq_len=12)[0])
+
+
+@pytest.mark.parametrize("seq_len, pe_dim, n_draws", [(20000, 256, 8), (100, 16, 8), (40, 64, 1)])
+def test_eval_draws_are_made_in_blocks_of_bounded_size(monkeypatch, seq_len, pe_dim, n_draws):
+    # The memory of a prediction does not grow with the batch: every block of
+    # draws holds at most _DRAW_BLOCK coordinates (or one sequence's one draw
+    # where that alone is larger), at T = 20000 and pe_dim 256 as at small T.
+    from sparse_token_estimators import modules
+
+    module = SparseTokenAttention(2, pe_dim=pe_dim, n_pe_draws=n_draws).eval()
+    sizes = []
+
+    def record(keys, draws, length):
+        sizes.append(len(keys) * len(draws) * length * pe_dim)
+        return torch.zeros(len(draws), len(keys), length, pe_dim)
+
+    monkeypatch.setattr(module.positions, "keyed_vectors", record)
+    batch = 3 if seq_len > 1000 else 200
+    X = torch.zeros(batch, seq_len, 3)
+    X[:, :3, -1] = 1.0
+    with torch.no_grad():
+        module(X)
+    assert max(sizes) <= max(modules._DRAW_BLOCK, seq_len * pe_dim)
+    assert sum(sizes) >= batch * n_draws * seq_len * pe_dim  # every sequence and draw

@@ -204,16 +204,31 @@ def test_randomized_positions_are_sorted_distinct_and_cover_the_table():
 
 
 def test_randomized_encoding_keeps_drawing_at_evaluation():
-    # As in Ruoss et al.'s code: no switch to the first T positions at evaluation.
-    module = SparseTokenAttention(4, pe_dim=8, positional_encoding="randomized",
+    # As in Ruoss et al.'s code: no switch to the first T positions at
+    # evaluation; here every sequence gets its own sorted subsets.
+    module = SparseTokenAttention(4, pe_dim=64, positional_encoding="randomized",
                                   max_seq_len=64, n_pe_draws=3, eval_seed=2).eval()
+    assert len(module.positions.table.unique(dim=0)) == 64  # rows tell their positions
     X = torch.as_tensor(make_sparse_selection(4, 10, 4, random_state=0)[0])
-    noise = module.draw_noise(X)
-    assert noise.shape == (3, 1, 1, 10)
-    assert not torch.equal(noise[0, 0, 0], torch.arange(10))
-    assert not torch.equal(noise[0], noise[1])
-    expected = RandomizedPositionalEncoding(8, 64).draw((1, 1, 10), generator=_generator(3))
-    assert torch.equal(noise[1], expected)  # draw k is seeded eval_seed + k
+    keys = module.draw_noise(X)
+    assert keys.shape == (4,)
+    P = module._eval_positions(X)  # (3, 4, 10, 64): rows of the table
+    rows = (P.unsqueeze(-2) == module.positions.table).all(-1).float().argmax(-1)  # (3, 4, 10)
+    assert torch.equal(module.positions.table[rows], P)
+    assert (rows.diff(dim=-1) > 0).all()  # sorted, distinct
+    assert not torch.equal(rows[0, 0], torch.arange(10))
+    assert not torch.equal(rows[0], rows[1]) and not torch.equal(rows[:, 0], rows[:, 1])
+
+
+def test_keyed_randomized_positions_cover_the_table_uniformly():
+    pe = RandomizedPositionalEncoding(64, max_seq_len=20)
+    assert len(pe.table.unique(dim=0)) == 20
+    keys = torch.arange(2000, dtype=torch.int64) * 7919
+    P = pe.keyed_vectors(keys, range(1), 5)  # (1, 2000, 5, 8)
+    rows = (P[0].unsqueeze(-2) == pe.table).all(-1).float().argmax(-1)  # (2000, 5)
+    counts = torch.bincount(rows.view(-1), minlength=20).float()
+    expected = 2000 * 5 / 20
+    assert (counts - expected).abs().max() < 5 * math.sqrt(expected)  # ~5 sigma
 
 
 # -- through the module and the estimator ------------------------------------------

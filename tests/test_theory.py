@@ -7,11 +7,14 @@ import torch
 from sklearn.metrics import mean_squared_error
 
 from sparse_token_estimators import make_sparse_selection
+from sparse_token_estimators.modules import SparseTokenAttention
 from sparse_token_estimators.theory import (
+    best_case_r2,
     fcn_critical_width,
     fcn_lower_bound,
     fcn_width_threshold,
     identity_alignment,
+    pe_dim_best,
     selection_loss,
     transformer_pe_scale,
     uniform_attention_loss,
@@ -183,3 +186,84 @@ def test_identity_alignment():
 def test_identity_alignment_rejects_non_square():
     with pytest.raises(ValueError, match="square"):
         identity_alignment(np.ones((2, 3)))
+
+
+# -- the best case W = c I ------------------------------------------------------------
+
+
+def _module_r2(seq_len, n_selected, pe_dim, c, n_samples, seed, token_dim=8):
+    """R^2 of the module itself at W = c I, fresh draws per sequence; with its SE.
+
+    The module in training mode draws every sequence's positions afresh from
+    the generator. The R^2 is taken against the population variance 1/q per
+    coordinate, as the theory's is.
+    """
+    X, y = make_sparse_selection(n_samples, seq_len, token_dim, n_selected, random_state=seed)
+    module = SparseTokenAttention(token_dim, pe_dim=pe_dim, n_pe_draws=1).train()
+    with torch.no_grad():
+        module.W.copy_(c * torch.eye(pe_dim))
+        out = module(torch.as_tensor(X), generator=torch.Generator().manual_seed(seed))
+    losses = n_selected * ((out.double().numpy() - y) ** 2).mean(axis=1)  # 1 - R^2 per sequence
+    return 1 - losses.mean(), losses.std(ddof=1) / math.sqrt(n_samples)
+
+
+@pytest.mark.parametrize("seq_len, pe_dim", [(8, 16), (16, 30), (32, 64)])
+def test_best_case_agrees_with_a_monte_carlo_of_the_module(seq_len, pe_dim):
+    best = best_case_r2(seq_len, 3, pe_dim)
+    r2, se = _module_r2(seq_len, 3, pe_dim, best.c, n_samples=20000, seed=seq_len)
+    # three combined standard errors: a test that fails by chance 3 times in 1000
+    assert abs(r2 - best.r2) < 3 * math.hypot(se, best.stderr), (r2, se, best)
+    # and at a c away from the best one, which the best case beats
+    off = best_case_r2(seq_len, 3, pe_dim, c=2 * best.c)
+    r2_off, se_off = _module_r2(seq_len, 3, pe_dim, off.c, n_samples=20000, seed=seq_len + 1)
+    assert abs(r2_off - off.r2) < 3 * math.hypot(se_off, off.stderr)
+    assert off.r2 < best.r2
+
+
+def test_best_case_at_c_zero_is_uniform_attention():
+    # W = 0: a_i = 1/T for every draw, R^2 = q / T exactly
+    best = best_case_r2(10, 3, 8, c=0.0)
+    assert best.r2 == pytest.approx(0.3) and best.stderr == pytest.approx(0, abs=1e-12)
+
+
+def test_best_case_rises_with_pe_dim_and_more_draws_help():
+    r2 = [best_case_r2(16, 3, pe_dim).r2 for pe_dim in (8, 16, 32, 64)]
+    assert r2 == sorted(r2) and r2[0] > 3 / 16
+    # averaging the attention over draws (n_pe_draws) lowers the random part
+    assert best_case_r2(16, 3, 16, n_pe_draws=4).r2 > best_case_r2(16, 3, 16).r2
+
+
+def test_pe_dim_best_matches_the_audit_at_T16():
+    # the audit's independent computation (issue 31): 30 at T = 16, q = 3
+    assert abs(pe_dim_best(16, 3) - 30) <= 1
+    found = pe_dim_best(16, 3)
+    assert best_case_r2(16, 3, found).r2 >= 0.8 > best_case_r2(16, 3, found - 1).r2
+
+
+def test_pe_dim_best_grows_with_T_and_the_target():
+    assert pe_dim_best(8, 3) < pe_dim_best(16, 3) < pe_dim_best(32, 3)
+    assert pe_dim_best(16, 3, target=0.5) < pe_dim_best(16, 3)
+
+
+def test_best_case_is_seeded_and_cached():
+    assert best_case_r2(12, 2, 10, random_state=1) == best_case_r2(12, 2, 10, random_state=1)
+    assert best_case_r2(12, 2, 10, random_state=1) != best_case_r2(12, 2, 10, random_state=2)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(seq_len=4, n_selected=5, pe_dim=8), ValueError, "n_selected must be between"),
+    (dict(seq_len=4, n_selected=2, pe_dim=0), ValueError, "pe_dim must be an integer"),
+    (dict(seq_len=4, n_selected=2, pe_dim=8, c=float("nan")), ValueError, "c must be a finite"),
+    (dict(seq_len=4, n_selected=2, pe_dim=8, random_state=None), TypeError, "random_state"),
+    (dict(seq_len=4, n_selected=2, pe_dim=8, n_draws=1), ValueError, "n_draws"),
+])
+def test_best_case_rejects_bad_input(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        best_case_r2(**kwargs)
+
+
+def test_pe_dim_best_rejects_a_target_of_one_and_gives_up_at_its_limit():
+    with pytest.raises(ValueError, match="target must be a number below 1"):
+        pe_dim_best(8, 3, target=1.0)
+    with pytest.raises(ValueError, match="raise max_pe_dim"):
+        pe_dim_best(64, 3, max_pe_dim=8)

@@ -1,0 +1,532 @@
+"""The critical width of a model: the smallest width whose best-rate score reaches a target.
+
+The protocol of the reproduction's second set of verdicts (TASK.md,
+"Verdicts, second set"), for any estimator with a width parameter:
+
+- a width's score is the best mean validation R^2 over a learning-rate grid
+  (at least 3 rates spanning at least 10x), the mean over seeds;
+- widths are searched by bracketing: grow geometrically from ``start``
+  until a width passes, then bisect in log space down to a ratio <=
+  ``refine``; the crossing is confirmed at the next width above it (a
+  passing width followed by a failing wider one is reported, not hidden),
+  and a score that falls by more than ``fall_tol`` while the search grows
+  stops it (it would otherwise run past a window of passing widths);
+- the steps check: both bracketing widths are refitted with twice the steps
+  at their chosen rate; if the bracket moves, the width is unresolved. A
+  search that ends beyond its stop is "> stop" only if the widest width
+  also fails with twice the steps.
+
+:func:`bracket_critical_width` is the search on a score function alone,
+:func:`search_steps` the same search as a generator of fit requests and
+:func:`run_searches` several of them in lock-step (one round of fits for
+all: what the reproduction's searches over T need, in place of its own
+``_bracket``); :func:`critical_width` fits an estimator for it.
+"""
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from joblib import Parallel, delayed
+from sklearn.base import clone
+from sklearn.metrics import check_scoring
+from sklearn.model_selection import train_test_split
+
+from .datasets import SparseSelectionStream
+
+#: what a search can end with
+STATUSES = ("found", "at start", "> stop", "unresolved", "non-monotone")
+
+
+@dataclass
+class CriticalWidth:
+    """What :func:`critical_width` found.
+
+    Attributes
+    ----------
+    param : str
+        The width parameter searched.
+    target : float
+        The score a width must reach.
+    width : int or None
+        The crossing: the smallest evaluated width whose score reaches
+        ``target`` (None when none does).
+    bracket : tuple of (int or None, int or None)
+        (largest failing width below ``width``, ``width``): the crossing
+        lies in (lower, upper]. With status "> stop" or "unresolved" beyond
+        the stop, (widest width, None).
+    status : {"found", "at start", "> stop", "unresolved", "non-monotone"}
+        "found": bracketed, confirmed at the next width and unmoved by twice
+        the steps; "at start": ``start`` already passes (the crossing is at
+        or below it); "> stop": no width up to ``stop`` passes, the widest
+        not even with twice the steps (a measurement); "unresolved": the
+        steps check moved the bracket (or made the widest pass); see
+        ``reason``; "non-monotone": the score fell as the width grew.
+    reason : str
+        Why the status, in words.
+    scores : dict
+        width -> best mean validation score over the rates (1x steps).
+    doubled_scores : dict
+        width -> mean validation score with twice the steps, at the chosen rate.
+    chosen_lr : dict
+        width -> the rate of the best mean validation score.
+    chosen_lr_per_seed : dict
+        width -> {seed: that seed's own best rate} (reported; the
+        protocol selects on the mean).
+    table : list of dict
+        Every fit: ``width``, ``lr``, ``seed``, ``steps_multiplier``,
+        ``val_score``, ``test_score`` (None without a test set),
+        ``fit_time``, ``error`` (None, or the message of a failed fit).
+        ``pandas.DataFrame(result.table)`` takes it as is.
+    """
+
+    param: str
+    target: float
+    width: int | None
+    bracket: tuple
+    status: str
+    reason: str
+    scores: dict = field(default_factory=dict)
+    doubled_scores: dict = field(default_factory=dict)
+    chosen_lr: dict = field(default_factory=dict)
+    chosen_lr_per_seed: dict = field(default_factory=dict)
+    table: list = field(default_factory=list)
+
+
+def _passes(score, target):
+    return score is not None and not math.isnan(score) and score >= target
+
+
+def search_steps(start, *, target, stop=None, factor=2.0, refine=2 ** 0.5, fall_tol=0.05,
+                 check_steps=True):
+    """The bracketing search as a generator: it yields the fits it needs, one at a time.
+
+    Each ``yield`` gives a request ``(width, steps_multiplier)`` and takes
+    its score (``generator.send(score)``); the generator's return value
+    (``StopIteration.value``) is the result of
+    :func:`bracket_critical_width`. Several searches (one per sequence
+    length, say) can so be driven in lock-step, their requests of a round
+    fitted together (:func:`run_searches`).
+
+    Parameters
+    ----------
+    start, target, stop, factor, refine, fall_tol, check_steps
+        As in :func:`bracket_critical_width`.
+
+    Examples
+    --------
+    >>> steps = search_steps(4, target=0.5)
+    >>> request = next(steps)
+    >>> request
+    (4, 1)
+    """
+    if isinstance(start, bool) or not isinstance(start, int) or start < 1:
+        raise ValueError(f"start must be a positive int; got {start!r}.")
+    if stop is not None and (isinstance(stop, bool) or not isinstance(stop, int)
+                             or stop < start):
+        raise ValueError(f"stop must be None or an int >= start={start}; got {stop!r}.")
+    if not factor > 1 or not refine > 1:
+        raise ValueError(f"factor and refine must be > 1; got {factor!r} and {refine!r}.")
+    scores, doubled = {}, {}
+
+    def score(width):
+        if width not in scores:
+            scores[width] = float((yield (width, 1)))
+        return scores[width]
+
+    def twice(width):
+        doubled[width] = float((yield (width, 2)))
+        return doubled[width]
+
+    def done(width, bracket, status, reason):
+        return {"width": width, "bracket": bracket, "status": status, "reason": reason,
+                "scores": dict(sorted(scores.items())), "doubled_scores": dict(doubled)}
+
+    lower = upper = None
+    width, best = start, -math.inf
+    while True:  # grow
+        s = yield from score(width)
+        if _passes(s, target):
+            upper = width
+            break
+        if fall_tol is not None and not math.isnan(s) and s < best - fall_tol:
+            widest = max(w for w in scores if scores[w] == best)
+            return done(None, (width, None), "non-monotone",
+                        f"the score falls as the width grows: {best:.4g} at {widest}, "
+                        f"{s:.4g} at {width}; the search stopped there")
+        best = max(best, s) if not math.isnan(s) else best
+        lower = width
+        if stop is not None and width >= stop:
+            break
+        width = max(width + 1, round(width * factor))
+        if stop is not None:
+            width = min(width, stop)
+    if upper is None:  # beyond the stop
+        if not check_steps:
+            return done(None, (lower, None), "> stop",
+                        f"no width up to {lower} reaches {target} (steps not checked)")
+        widest = yield from twice(lower)
+        if _passes(widest, target):
+            return done(None, (lower, None), "unresolved",
+                        f"no width up to {lower} reaches {target}, but {lower} does with "
+                        f"twice the steps ({widest:.4g}): more steps would decide")
+        return done(None, (lower, None), "> stop",
+                    f"no width up to {lower} reaches {target}, nor {lower} with twice the "
+                    f"steps ({widest:.4g})")
+    while lower is not None and upper / lower > refine and upper - lower > 1:  # bisect
+        mid = min(max(round(math.sqrt(lower * upper)), lower + 1), upper - 1)
+        if _passes((yield from score(mid)), target):
+            upper = mid
+        else:
+            lower = mid
+    # confirm at the next width: no wider evaluated width may fail
+    above = [w for w in scores if w > upper]
+    if not above:
+        nxt = max(upper + 1, round(upper * refine))
+        if stop is None or nxt <= stop:
+            yield from score(nxt)
+            above = [nxt]
+    failing = [w for w in scores if w > upper and not _passes(scores[w], target)]
+    if failing:
+        return done(upper, (lower, upper), "non-monotone",
+                    f"{upper} reaches {target} ({scores[upper]:.4g}) but the wider "
+                    f"{min(failing)} does not ({scores[min(failing)]:.4g})")
+    status = "at start" if lower is None else "found"
+    confirmed = f", confirmed at {min(above)}" if above else ", not confirmed (at the stop)"
+    reason = (f"{start} already reaches {target}" if lower is None else
+              f"the crossing lies in ({lower}, {upper}]") + confirmed
+    if not check_steps:
+        return done(upper, (lower, upper), status, reason + " (steps not checked)")
+    for w in (lower, upper):
+        if w is not None:
+            yield from twice(w)
+    moved = []
+    if lower is not None and _passes(doubled[lower], target):
+        moved.append(f"{lower} reaches {target} with twice the steps ({doubled[lower]:.4g})")
+    if not _passes(doubled[upper], target):
+        moved.append(f"{upper} falls below {target} with twice the steps "
+                     f"({doubled[upper]:.4g})")
+    if moved:
+        return done(upper, (lower, upper), "unresolved",
+                    "the bracket moves under the steps check: " + "; ".join(moved))
+    return done(upper, (lower, upper), status, reason + "; unmoved by twice the steps")
+
+
+def run_searches(evaluate, searches):
+    """Drive several :func:`search_steps` generators in lock-step.
+
+    Parameters
+    ----------
+    evaluate : callable
+        ``evaluate([(key, width, steps_multiplier), ...]) -> [score, ...]``:
+        one request of every unfinished search per round (fit them together).
+    searches : dict
+        ``{key: search_steps(...)}``.
+
+    Returns
+    -------
+    results : dict
+        ``{key: result}``, each as :func:`bracket_critical_width` returns.
+
+    Examples
+    --------
+    >>> crossing = {"a": 10, "b": 40}
+    >>> found = run_searches(
+    ...     lambda jobs: [float(w >= crossing[k]) for k, w, _ in jobs],
+    ...     {k: search_steps(8, target=0.5) for k in crossing})
+    >>> found["a"]["bracket"], found["b"]["bracket"]
+    ((8, 11), (32, 45))
+    """
+    results, pending = {}, {}
+    for key, steps in searches.items():
+        try:
+            pending[key] = (steps, next(steps))
+        except StopIteration as end:
+            results[key] = end.value
+    while pending:
+        jobs = [(key, *request) for key, (_, request) in pending.items()]
+        scores = list(evaluate(jobs))
+        if len(scores) != len(jobs):
+            raise ValueError(f"evaluate returned {len(scores)} scores for {len(jobs)} fits.")
+        for (key, _, _), score in zip(jobs, scores):
+            steps = pending[key][0]
+            try:
+                pending[key] = (steps, steps.send(score))
+            except StopIteration as end:
+                results[key] = end.value
+                del pending[key]
+    return results
+
+
+def bracket_critical_width(evaluate, start, *, target, stop=None, factor=2.0,
+                           refine=2 ** 0.5, fall_tol=0.05, check_steps=True):
+    """The bracketing search with its confirmations, on a score function alone.
+
+    Grow the width by ``factor`` from ``start`` until a width's score
+    reaches ``target``, then bisect in log space down to a ratio <=
+    ``refine``; confirm the crossing at the next width; while growing, a
+    score more than ``fall_tol`` below the best so far stops the search
+    ("non-monotone"); the steps check refits the bracketing widths (or, past
+    the stop, the widest) with twice the steps.
+
+    Parameters
+    ----------
+    evaluate : callable
+        ``evaluate(width, steps_multiplier) -> score``; multiplier 1 is the
+        search, 2 the steps check (called only for the bracketing widths,
+        after their multiplier-1 score). NaN fails.
+    start : int
+        First width.
+    target : float
+    stop : int or None
+        Widest width the search may evaluate (the confirmation included).
+    factor : float, default=2.0
+        Growth factor (> 1).
+    refine : float, default=sqrt(2)
+        Bisect until upper / lower <= ``refine`` (or neighbouring integers);
+        the confirmation width is ``max(upper + 1, round(upper * refine))``.
+    fall_tol : float or None, default=0.05
+        While growing, a score more than this below the best so far stops
+        the search as "non-monotone"; None: never.
+    check_steps : bool, default=True
+        Run the steps check (multiplier 2).
+
+    Returns
+    -------
+    found : dict
+        ``width``, ``bracket``, ``status``, ``reason``, ``scores`` (width ->
+        score at 1x), ``doubled_scores`` (width -> score at 2x).
+
+    Examples
+    --------
+    >>> found = bracket_critical_width(lambda w, m: float(w >= 23), 4, target=0.5)
+    >>> found["status"], found["bracket"]
+    ('found', (19, 23))
+    """
+    steps = search_steps(start, target=target, stop=stop, factor=factor, refine=refine,
+                         fall_tol=fall_tol, check_steps=check_steps)
+    return run_searches(lambda jobs: [evaluate(w, m) for _, w, m in jobs], {None: steps})[None]
+
+
+def _fit_one(estimator, params, seed_param, seed, train, validation, test, scorer,
+             error_score):
+    """One fit and its scores: a row of the table."""
+    import torch
+
+    estimator = clone(estimator).set_params(**params)
+    if seed_param is None:  # a net without random_state: seed torch in this worker
+        torch.manual_seed(seed)
+    row = {"val_score": math.nan, "test_score": None, "error": None}
+    start = time.perf_counter()
+    try:
+        estimator.fit(*train)
+        row["val_score"] = float(scorer(estimator, *validation))
+        if test is not None:
+            row["test_score"] = float(scorer(estimator, *test))
+    except Exception as exc:  # a diverged or failed fit scores NaN, as in scikit-learn
+        if error_score == "raise":
+            raise
+        row["error"] = f"{type(exc).__name__}: {exc}"
+        if test is not None:
+            row["test_score"] = math.nan
+    row["fit_time"] = time.perf_counter() - start
+    return row
+
+
+def _check_lr_grid(lr_grid):
+    try:
+        rates = sorted(float(lr) for lr in lr_grid)
+    except TypeError:
+        rates = None
+    if not rates or len(rates) < 3 or rates[0] <= 0 or len(set(rates)) < 3:
+        raise ValueError(
+            f"lr_grid must hold at least 3 distinct positive learning rates spanning at "
+            f"least 10x (the protocol's grid); got {lr_grid!r}. E.g. lr_grid=[0.003, 0.01, "
+            "0.03]."
+        )
+    if rates[-1] / rates[0] < 10 * (1 - 1e-9):
+        raise ValueError(
+            f"lr_grid must span at least 10x (largest / smallest); got {rates} "
+            f"({rates[-1] / rates[0]:.3g}x). Widen it, e.g. [{rates[0]:g}, "
+            f"{math.sqrt(10) * rates[0]:.3g}, {10 * rates[0]:g}]."
+        )
+    return rates
+
+
+def _check_pair(value, name):
+    if value is None:
+        return None
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        short = {"validation": "val", "test": "test"}[name]
+        raise ValueError(f"{name} must be a pair (X_{short}, y_{short}) of arrays, or None; "
+                         f"got {type(value).__name__}.")
+    return tuple(value)
+
+
+def _split_data(X, y, validation, test, validation_fraction, random_state):
+    validation, test = _check_pair(validation, "validation"), _check_pair(test, "test")
+    if isinstance(X, SparseSelectionStream):
+        if validation is None:
+            raise ValueError(
+                "Training on a SparseSelectionStream needs validation=(X_val, y_val): a "
+                "stream cannot be split (draw one with make_sparse_selection and another "
+                "random_state)."
+            )
+        return (X,), tuple(validation), test
+    if y is None:
+        raise ValueError("y is required with arrays X (None only with a stream).")
+    if validation is None:
+        X, X_val, y, y_val = train_test_split(X, y, test_size=validation_fraction,
+                                              random_state=random_state)
+        validation = (X_val, y_val)
+    return (X, y), tuple(validation), test
+
+
+def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4, stop=None,
+                   seeds=(0, 1, 2), validation=None, test=None, validation_fraction=0.2,
+                   random_state=0, factor=2.0, refine=2 ** 0.5, fall_tol=0.05,
+                   check_steps=True, lr_param="lr", steps_param="max_epochs",
+                   seed_param="random_state", scoring=None, error_score=np.nan,
+                   n_jobs=None, verbose=0):
+    """The smallest width at which a model's best-rate validation score reaches ``target``.
+
+    The protocol of the reproduction (TASK.md, "Verdicts, second set") for
+    any estimator with a width parameter: the transformer's ``pe_dim``, the
+    FCN's ``hidden_width``, the encoder's ``d_model``, the RNN's
+    ``hidden_size``, or a width of a user's skorch net (``module__width``).
+    A width's score is the best, over ``lr_grid``, of the validation score
+    (R^2 by default) averaged over ``seeds``. Widths are searched by
+    bracketing (grow by ``factor`` from ``start``, then bisect in log space
+    to a ratio <= ``refine``); the crossing is confirmed at the next width
+    above it; a score falling while the search grows stops it
+    ("non-monotone", so that it does not run past a window of passing
+    widths); both bracketing widths are refitted with twice the steps
+    (``steps_param`` doubled) at their chosen rate, and if the bracket moves
+    the result is "unresolved". All fits of a round (rates x seeds) run in
+    parallel through joblib, so ``joblib.parallel_config("dask")`` runs them
+    on a Dask cluster. Rates are not pruned (no successive halving): every
+    rate is fitted at every width.
+
+    Parameters
+    ----------
+    estimator : estimator
+        Cloned for every fit, never fitted itself.
+    param : str
+        The width parameter (an int parameter of ``estimator``).
+    X : array-like or SparseSelectionStream
+        Training data; with arrays and no ``validation``, a seeded split
+        (``validation_fraction``, ``random_state``) gives the validation set.
+    y : array-like or None
+        Targets (None with a stream).
+    lr_grid : sequence of float
+        At least 3 rates spanning at least 10x (refused otherwise).
+    target : float, default=0.8
+    start : int, default=4
+        First width evaluated.
+    stop : int or None, default=None
+        Widest width evaluated; None: no limit.
+    seeds : sequence of int, default=(0, 1, 2)
+        Set as ``seed_param``; the score is the mean over them.
+    validation : tuple (X_val, y_val) or None
+        The validation set (required with a stream).
+    test : tuple (X_test, y_test) or None
+        Held-out set scored for every fit (``test_score``), never used to choose.
+    validation_fraction : float, default=0.2
+    random_state : int, default=0
+        Seed of the train / validation split.
+    factor, refine, fall_tol, check_steps
+        As in :func:`bracket_critical_width`.
+    lr_param, steps_param : str, default="lr", "max_epochs"
+        The rate and the steps parameters (the steps one is doubled for the
+        steps check).
+    seed_param : str or None, default="random_state"
+        The seed parameter; None, or a name ``estimator`` lacks: each fit
+        seeds torch (``torch.manual_seed``) in its worker instead.
+    scoring : str, callable or None, default=None
+        As in scikit-learn; None: the estimator's ``score`` (R^2).
+    error_score : float or "raise", default=nan
+        Score of a failed fit (e.g. a diverged one); "raise" re-raises.
+    n_jobs : int or None, default=None
+        Fits at once (joblib).
+    verbose : int, default=0
+        joblib's verbosity.
+
+    Returns
+    -------
+    result : CriticalWidth
+        Crossing, bracket, status, chosen rates and the table of every fit.
+
+    Examples
+    --------
+    >>> from sparse_token_estimators import SparseTokenFCN, make_sparse_selection
+    >>> from sparse_token_estimators.model_selection import critical_width
+    >>> X, y = make_sparse_selection(600, seq_len=4, token_dim=2, n_selected=2,
+    ...                              random_state=0)
+    >>> est = SparseTokenFCN(max_epochs=3, device="cpu")
+    >>> result = critical_width(est, "hidden_width", X, y, lr_grid=[0.003, 0.01, 0.03],
+    ...                         target=0.5, start=4, stop=16, seeds=(0,))
+    >>> result.status in ("found", "at start", "> stop", "unresolved", "non-monotone")
+    True
+    >>> sorted(result.table[0])[:4]
+    ['error', 'fit_time', 'lr', 'seed']
+    """
+    rates = _check_lr_grid(lr_grid)
+    if isinstance(target, bool) or not isinstance(target, (int, float)) or math.isnan(target):
+        raise ValueError(f"target must be a number; got {target!r}.")
+    params = estimator.get_params()
+    for name in (param, lr_param, steps_param):
+        if name not in params:
+            raise ValueError(
+                f"{type(estimator).__name__} has no parameter {name!r}; pass the name of "
+                "its width (param), rate (lr_param) and steps (steps_param) parameters."
+            )
+    base_steps = params[steps_param]
+    if isinstance(base_steps, bool) or not isinstance(base_steps, int) or base_steps < 1:
+        raise ValueError(f"{steps_param}={base_steps!r} must be a positive int to be doubled.")
+    if seed_param is not None and seed_param not in params:
+        seed_param = None
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds must hold at least one seed.")
+    train, validation, test = _split_data(X, y, validation, test, validation_fraction,
+                                          random_state)
+    scorer = check_scoring(estimator, scoring=scoring)
+    table, chosen, per_seed = [], {}, {}
+
+    def fits(width, multiplier, lrs):
+        jobs = [(lr, seed) for lr in lrs for seed in seeds]
+        settings = [{param: width, lr_param: lr, steps_param: base_steps * multiplier,
+                     **({seed_param: seed} if seed_param else {})} for lr, seed in jobs]
+        rows = Parallel(n_jobs=n_jobs, verbose=verbose)(
+            delayed(_fit_one)(estimator, setting, seed_param, seed, train, validation, test,
+                              scorer, error_score)
+            for setting, (_, seed) in zip(settings, jobs))
+        for (lr, seed), row in zip(jobs, rows):
+            table.append({"width": width, "lr": lr, "seed": seed,
+                          "steps_multiplier": multiplier, **row})
+        return [(lr, seed, row["val_score"]) for (lr, seed), row in zip(jobs, rows)]
+
+    def evaluate(width, multiplier):
+        if multiplier != 1:  # the steps check: the chosen rate only
+            if chosen[width] is None:
+                return math.nan
+            return float(np.mean([s for _, _, s in fits(width, multiplier, [chosen[width]])]))
+        results = fits(width, 1, rates)
+        means = {lr: float(np.mean([s for r, _, s in results if r == lr])) for lr in rates}
+        finite = {lr: m for lr, m in means.items() if not math.isnan(m)}
+        chosen[width] = max(finite, key=finite.get) if finite else None
+        per_seed[width] = {}
+        for seed in seeds:
+            own = {r: s for r, sd, s in results if sd == seed and not math.isnan(s)}
+            per_seed[width][seed] = max(own, key=own.get) if own else None
+        return finite[chosen[width]] if finite else math.nan
+
+    found = bracket_critical_width(evaluate, start, target=target, stop=stop, factor=factor,
+                                   refine=refine, fall_tol=fall_tol, check_steps=check_steps)
+    return CriticalWidth(param=param, target=target, width=found["width"],
+                         bracket=found["bracket"], status=found["status"],
+                         reason=found["reason"], scores=found["scores"],
+                         doubled_scores=found["doubled_scores"],
+                         chosen_lr=dict(sorted(chosen.items())),
+                         chosen_lr_per_seed=dict(sorted(per_seed.items())), table=table)

@@ -1,0 +1,233 @@
+"""critical_width: the search logic on fake estimators, one real small run."""
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.base import BaseEstimator, RegressorMixin
+
+from sparse_token_estimators import (
+    SparseSelectionStream,
+    SparseTokenFCN,
+    SparseTokenTransformer,
+    make_sparse_selection,
+)
+from sparse_token_estimators._critical_width import bracket_critical_width
+from sparse_token_estimators.model_selection import CriticalWidth, critical_width
+
+LRS = [0.001, 0.01, 0.1]
+
+
+class FakeNet(RegressorMixin, BaseEstimator):
+    """Scores a deterministic function of (width, lr, max_epochs, random_state)."""
+
+    def __init__(self, width=1, lr=0.01, max_epochs=10, random_state=0, curve=None):
+        self.width, self.lr, self.max_epochs = width, lr, max_epochs
+        self.random_state, self.curve = random_state, curve
+
+    def fit(self, X, y=None):
+        self.fitted_ = True
+        return self
+
+    def score(self, X, y):
+        return self.curve(self.width, self.lr, self.max_epochs, self.random_state)
+
+
+def _data():
+    return np.zeros((20, 2, 2)), np.zeros((20, 1))
+
+
+def _run(curve, **kwargs):
+    X, y = _data()
+    kwargs = {"lr_grid": LRS, "target": 0.8, "start": 4, "seeds": (0, 1), **kwargs}
+    return critical_width(FakeNet(curve=curve), "width", X, y, **kwargs)
+
+
+def _monotone(width, lr, epochs, seed):
+    # crossing at 23 at the best rate 0.01; other rates need twice the width
+    best = 23 if lr == 0.01 else 46
+    return 0.9 if width >= best else 0.5 + 0.001 * width
+
+
+def test_monotone_search_finds_the_crossing_and_the_rate():
+    result = _run(_monotone)
+    assert isinstance(result, CriticalWidth)
+    assert result.status == "found" and result.width == 23 and result.bracket == (19, 23)
+    assert result.chosen_lr[23] == 0.01
+    assert result.chosen_lr_per_seed[23] == {0: 0.01, 1: 0.01}
+    assert sorted(result.scores) == [4, 8, 16, 19, 23, 32]  # 32 is the confirmation
+    # the steps check refitted both bracketing widths at the chosen rate only
+    doubled = [r for r in result.table if r["steps_multiplier"] == 2]
+    assert sorted({r["width"] for r in doubled}) == [19, 23]
+    assert all(r["lr"] == result.chosen_lr[r["width"]] for r in doubled)
+    assert len(result.table) == 6 * 3 * 2 + 2 * 2
+    assert {"width", "lr", "seed", "steps_multiplier", "val_score", "test_score",
+            "fit_time", "error"} <= set(result.table[0])
+
+
+def test_the_score_is_the_best_rate_of_the_seed_mean():
+    def curve(width, lr, epochs, seed):
+        # seed 0 prefers 0.1, seed 1 prefers 0.001; 0.01 is best on average
+        own = {0: {0.001: 0.0, 0.01: 0.85, 0.1: 0.9}, 1: {0.001: 0.9, 0.01: 0.85, 0.1: 0.0}}
+        return own[seed][lr] if width >= 8 else 0.0
+
+    result = _run(curve)
+    assert result.chosen_lr[8] == 0.01 and result.scores[8] == pytest.approx(0.85)
+    assert result.chosen_lr_per_seed[8] == {0: 0.1, 1: 0.001}
+
+
+def test_a_passing_width_followed_by_a_failing_one_is_non_monotone():
+    result = _run(lambda w, lr, e, s: 0.9 if 16 <= w < 20 else 0.1)
+    assert result.status == "non-monotone" and result.width == 16
+    assert "wider" in result.reason
+
+
+def test_a_falling_score_stops_the_growth():
+    result = _run(lambda w, lr, e, s: 0.79 - 0.1 * math.log2(w / 4), stop=1024)
+    assert result.status == "non-monotone" and result.width is None
+    assert max(result.scores) == 8  # stopped at the first fall, no overshoot to the stop
+
+
+def test_beyond_the_stop_is_a_measurement_only_if_twice_the_steps_fail():
+    never = _run(lambda w, lr, e, s: 0.1, stop=32)
+    assert never.status == "> stop" and never.bracket == (32, None)
+    assert never.doubled_scores == {32: 0.1}
+    slow = _run(lambda w, lr, e, s: 0.9 if e >= 20 else 0.1, stop=32)
+    assert slow.status == "unresolved" and "twice the steps" in slow.reason
+
+
+def test_the_bracket_moving_under_twice_the_steps_is_unresolved():
+    # with 20 epochs the crossing drops from 23 to 19
+    result = _run(lambda w, lr, e, s: 0.9 if w >= (19 if e >= 20 else 23) else 0.1)
+    assert result.status == "unresolved" and result.bracket == (19, 23)
+    assert "19 reaches 0.8 with twice the steps" in result.reason
+
+
+def test_start_passing_is_at_start():
+    result = _run(lambda w, lr, e, s: 0.9)
+    assert result.status == "at start" and result.width == 4 and result.bracket == (None, 4)
+
+
+def test_a_failing_fit_scores_nan_and_is_recorded():
+    def curve(width, lr, epochs, seed):
+        if lr == 0.1:
+            raise FloatingPointError("diverged")
+        return 0.9 if width >= 8 else 0.1
+
+    result = _run(curve)
+    assert result.width == 8 and result.chosen_lr[8] in (0.001, 0.01)
+    assert any(r["error"] == "FloatingPointError: diverged" for r in result.table)
+    with pytest.raises(FloatingPointError):
+        _run(curve, error_score="raise")
+
+
+@pytest.mark.parametrize("grid, match", [([0.01, 0.1], "at least 3"),
+                                         ([0.01, 0.02, 0.05], "span at least 10x"),
+                                         ([0, 0.1, 1], "positive")])
+def test_the_rate_grid_must_be_the_protocols(grid, match):
+    with pytest.raises(ValueError, match=match):
+        _run(_monotone, lr_grid=grid)
+
+
+def test_unknown_parameter_and_stream_without_validation_are_refused():
+    X, y = _data()
+    with pytest.raises(ValueError, match="has no parameter 'depth'"):
+        critical_width(FakeNet(curve=_monotone), "depth", X, y, lr_grid=LRS)
+    stream = SparseSelectionStream(4, 2, 2, n_samples=64, random_state=0, device="cpu")
+    with pytest.raises(ValueError, match="needs validation="):
+        critical_width(SparseTokenFCN(), "hidden_width", stream, lr_grid=LRS)
+
+
+def test_the_search_alone_on_a_score_function():
+    found = bracket_critical_width(lambda w, m: float(w >= 40), 5, target=0.5, stop=100)
+    # 5, 10, 20, 40, then 28 and 33
+    assert found["status"] == "found" and found["bracket"] == (33, 40)
+
+
+def test_a_real_small_run_on_the_transformer_with_a_test_set():
+    X, y = make_sparse_selection(600, 6, 2, 2, random_state=0)
+    X_val, y_val = make_sparse_selection(200, 6, 2, 2, random_state=1)
+    X_test, y_test = make_sparse_selection(200, 6, 2, 2, random_state=2)
+    est = SparseTokenTransformer(max_epochs=4, n_pe_draws=1, device="cpu", batch_size=64)
+    result = critical_width(est, "pe_dim", X, y, lr_grid=[0.005, 0.02, 0.08], target=0.6,
+                            start=4, stop=32, seeds=(0,), validation=(X_val, y_val),
+                            test=(X_test, y_test), n_jobs=1)
+    assert result.status in ("found", "at start", "> stop", "unresolved", "non-monotone")
+    first = [r for r in result.table if r["width"] == 4 and r["steps_multiplier"] == 1]
+    assert len(first) == 3 and all(np.isfinite(r["test_score"]) for r in first)
+    assert result.scores[4] == max(r["val_score"] for r in first)
+
+
+def test_a_stream_trains_and_a_validation_set_scores():
+    stream = SparseSelectionStream(4, 2, 2, n_samples=256, random_state=0, device="cpu")
+    X_val, y_val = make_sparse_selection(100, 4, 2, 2, random_state=1)
+    est = SparseTokenFCN(max_epochs=2, device="cpu")
+    result = critical_width(est, "hidden_width", stream, lr_grid=[0.003, 0.01, 0.03],
+                            target=0.99, start=4, stop=8, seeds=(0,),
+                            validation=(X_val, y_val))
+    assert result.bracket[0] == 8 and result.status in ("> stop", "unresolved")
+
+
+@pytest.mark.parametrize("name, param", [("SparseTokenTransformer", "pe_dim"),
+                                         ("SparseTokenFCN", "hidden_width"),
+                                         ("SparseTokenEncoder", "d_model"),
+                                         ("SparseTokenRNN", "hidden_size")])
+def test_every_estimator_is_searched_by_its_width(name, param):
+    import sparse_token_estimators
+
+    X, y = make_sparse_selection(128, 4, 2, 2, random_state=0)
+    est = getattr(sparse_token_estimators, name)(max_epochs=1, device="cpu")
+    result = critical_width(est, param, X, y, lr_grid=[0.001, 0.01, 0.1], target=0.99,
+                            start=4, stop=4, seeds=(0,), check_steps=False)
+    assert result.bracket == (4, None) and result.status == "> stop"
+    assert {row["width"] for row in result.table} == {4}
+    assert all(row["error"] is None for row in result.table)
+
+
+def test_a_users_skorch_net_is_searched_seeded_by_torch():
+    import torch
+    from skorch import NeuralNetRegressor
+
+    class Mean(torch.nn.Module):
+        def __init__(self, width=4):
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4 * 3, width),
+                                           torch.nn.ReLU(), torch.nn.Linear(width, 2))
+
+        def forward(self, X):
+            return self.net(X)
+
+    X, y = make_sparse_selection(256, 4, 2, 2, random_state=0)
+    net = NeuralNetRegressor(Mean, module__width=4, max_epochs=2, lr=0.01,
+                             optimizer=torch.optim.Adam, train_split=None, verbose=0)
+    kwargs = dict(lr_grid=[0.001, 0.01, 0.1], target=0.99, start=4, stop=8, seeds=(0, 1))
+    first = critical_width(net, "module__width", X, y, **kwargs)
+    again = critical_width(net, "module__width", X, y, **kwargs)
+    assert [r["val_score"] for r in first.table] == [r["val_score"] for r in again.table]
+    assert first.table[0]["val_score"] != first.table[1]["val_score"]  # seeds 0 and 1
+    assert first.bracket[0] == 8
+
+
+def test_searches_run_in_lock_step_one_request_each_per_round():
+    from sparse_token_estimators._critical_width import run_searches, search_steps
+
+    rounds = []
+
+    def evaluate(jobs):
+        rounds.append(jobs)
+        return [float(w >= {"a": 10, "b": 40}[k]) for k, w, _ in jobs]
+
+    found = run_searches(evaluate, {k: search_steps(8, target=0.5) for k in "ab"})
+    alone = {k: bracket_critical_width(lambda w, m, k=k: float(w >= {"a": 10, "b": 40}[k]),
+                                       8, target=0.5) for k in "ab"}
+    assert found == alone
+    assert all(len({k for k, _, _ in jobs}) == len(jobs) for jobs in rounds)
+    assert len(rounds[0]) == 2
+
+
+def test_a_validation_set_must_be_a_pair():
+    X, y = _data()
+    with pytest.raises(ValueError, match=r"validation must be a pair \(X_val, y_val\)"):
+        critical_width(FakeNet(curve=_monotone), "width", X, y, lr_grid=LRS, validation=X)
+    with pytest.raises(ValueError, match="target must be a number"):
+        critical_width(FakeNet(curve=_monotone), "width", X, y, lr_grid=LRS, target="0.8")
