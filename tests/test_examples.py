@@ -20,7 +20,7 @@ def test_all_examples_are_listed():
                                           "length_generalisation.py",
                                           "pipeline_comparison.py",
                                           "compare_architectures.py",
-                                          "critical_width.py"}
+                                          "critical_width.py", "query_layout.py"}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
