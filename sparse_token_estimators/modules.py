@@ -145,6 +145,11 @@ class SparseTokenAttention(nn.Module):
         if self.training:
             return self.positions.draw((self.n_pe_draws, batch_size, seq_len),
                                        generator=generator, device=X.device)
+        if self.layout == "query":
+            # keyed by the task, not its layout: one sequence in either layout
+            # gets the same draws, so the two layouts are one model
+            tokens, indicator = query_as_indicator(X, self.n_selected)
+            X = torch.cat([tokens, indicator.unsqueeze(-1)], dim=-1)  # (B, T, d + 1)
         return sequence_keys(X, int(self.eval_seed))  # (B,)
 
     def _seq_len(self, X):

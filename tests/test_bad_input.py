@@ -29,7 +29,6 @@ from conftest import (
     PAPER,
     Spy,
     assert_unchanged,
-    estimator_class,
     make_estimator,
     make_task,
     snapshot,
@@ -550,7 +549,7 @@ PREDICTING = {"predict": (), "score": (Y_OK,), "predict_attention": ()}
 
 @pytest.mark.parametrize("name, method", [
     (name, method) for name in EACH_KIND for method in PREDICTING
-    if hasattr(estimator_class(name), method)])
+    if hasattr(make_estimator(name), method)])  # the FCN and the RNN have no attention
 def test_prediction_runs_every_check_and_changes_nothing(name, method, fitted):
     rest = PREDICTING[method]
     est = copy_of(fitted, name)
@@ -819,8 +818,6 @@ def test_values_beyond_float32_are_refused_with_the_limit_named():
         check_tokens(X)
 
 
-@pytest.mark.xfail(strict=True, reason="package bug: set_params checks optimizer__* values "
-                   "against the optimizer in place, not the one set in the same call")
 def test_a_new_optimizer_and_its_values_can_be_set_together_on_a_fitted_estimator(fitted):
     est = copy_of(fitted, "fcn")  # fitted with Adam, which takes no momentum
     est.set_params(optimizer=torch.optim.SGD, optimizer__momentum=0.9)

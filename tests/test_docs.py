@@ -246,9 +246,11 @@ def test_the_changing_parameters_table_names_every_structural_parameter():
         for param in params:
             if "__" in param or _params.group_of(param) != "structural":
                 continue
-            assert f"``{param}``" in own or param in ("token_dim", "module"), (
+            shared = ("token_dim", "module", "layout", "n_selected")  # every estimator's row
+            assert f"``{param}``" in own or param in shared, (
                 f"the table's row for {name} does not name its structural {param!r}")
-    for param in ("token_dim", "module", "module__*", "device", "compile", "n_pe_draws"):
+    for param in ("token_dim", "module", "module__*", "layout", "n_selected", "device",
+                  "compile", "n_pe_draws"):
         assert f"``{param}``" in table
 
 
