@@ -227,10 +227,12 @@ def summary_markdown(results, *, figures=True):
         "## Claims",
         "",
     ]
-    lines += [f"The thresholds were fixed on {FIXED_ON}, before any run that judges them "
-              "(the task statement's 'Verdicts, fixed before the run'), and are recorded in "
-              "results.json ('thresholds'); a verdict the run is too small to decide is "
-              "'inconclusive', with the reason and the sizes that would decide it.", ""]
+    lines += [f"The thresholds were fixed on {FIXED_ON}, before any run that judges them, "
+              "and are the same for every run: results.json records them under 'thresholds' "
+              "(with 'fixed_on'), and the documentation's reproduction page (section "
+              "'Verdicts, fixed before the run') gives each verdict's rule; a verdict the run "
+              "is too small to decide is 'inconclusive', with the reason and the sizes that "
+              "would decide it.", ""]
     seeds_header = (f"mean of {config.n_seeds} seeds" if config.n_seeds > 1
                     else "1 seed (no spread)")
     lines += markdown_table(

@@ -1,31 +1,17 @@
 """The six verdicts, with thresholds fixed before the run (2026-12-01).
 
-Each verdict reads its experiment's section of the results and says one of
-three things: "supported", "not supported", or "inconclusive" when the run
-cannot resolve its threshold, with the reason and the sizes that would
-decide it. The thresholds (``THRESHOLDS``) are those of the project's task
-statement, "Verdicts, fixed before the run (set 2026-12-01)"; they are
-recorded in every results file and never moved to make a run pass. How
-"inconclusive" is told apart (``RESOLUTION``) is fixed with them:
-
-- a value within ``standard_errors`` (2) standard errors of its threshold
-  is not resolved: the held-out loss's standard error is measured (over the
-  held-out sequences, combined over seeds); R^2's is taken as
-  2 (1 - R^2) / sqrt(d n k) for n held-out sequences and k seeds (the
-  sampling error of a loss and of the target variance it is divided by, for
-  Gaussian errors);
-- a verdict on trained models needs runs that train the paper's model on
-  at least ``min_training_sequences`` (100000) sequences (samples times
-  epochs; the quick run trains on 300000): a smaller run cannot fail a
-  claim, nor support one;
-- a grid that does not reach what the claim needs, a single T where a slope
-  is needed, a critical width not bracketed, or a doubling check (twice the
-  sequences and steps) that moves the critical width;
-- a slope whose bootstrap interval over seeds holds its threshold.
-
-Wang, Wei, Hsu & Lee, "Transformers Provably Learn Sparse Token Selection
-While Fully-Connected Nets Cannot" (ICML 2024, arXiv:2406.06893); the task
-is the q-sparse averaging of Sanford, Hsu & Telgarsky (NeurIPS 2023).
+Each verdict reads its experiment's section of the results and says
+"supported", "not supported", or "inconclusive" when the run cannot resolve
+its threshold, with the reason and the sizes that would decide it. The
+thresholds (``THRESHOLDS``) are the same for every run, recorded in every
+results file; the documentation's reproduction page (section "Verdicts,
+fixed before the run") gives each verdict's rule. ``RESOLUTION`` tells
+"inconclusive" apart: a value within 2 standard errors of its threshold
+(R^2's taken as 2 (1 - R^2) / sqrt(d n k) for n held-out sequences and k
+seeds); fewer than ``min_training_sequences`` (samples times epochs) for the
+paper's model; a grid that does not reach what the claim needs; a critical
+width not bracketed or moved by the doubling check; a slope whose bootstrap
+interval over seeds holds its threshold.
 """
 
 import math
@@ -46,7 +32,7 @@ from ._experiment import (
 
 #: the day the thresholds were fixed, before any run that judges them
 FIXED_ON = "2026-12-01"
-#: every number a verdict compares with (the task statement's), by name
+#: every number a verdict compares with, by name (the reproduction page's rules)
 THRESHOLDS = {
     # 1, 6: width separation (on a fixed sample; on the population)
     "separation_margin": 0.1, "separation_pe_low": 1.0, "separation_pe_high": 4.0,
@@ -456,7 +442,7 @@ def _tightness(results, t, r):
         checks=[check])
 
 
-#: the verdicts in the task statement's order, with the section each needs
+#: the verdicts in the reproduction page's order, with the section each needs
 VERDICTS = (("width_separation", lambda res, t, r: _separation(res, t, r, population=False)),
             ("length_generalisation", _length), ("alignment", _alignment),
             ("width_scaling", _scaling), ("fcn_tightness", _tightness),
