@@ -1,20 +1,12 @@
 """The bracketing search: the smallest integer width whose score reaches a target.
 
-A critical width (the smallest ``pe_dim`` or ``hidden_width`` whose mean
-validation R^2 reaches 0.8) is found without a full grid: grow the width
-geometrically from ``start`` until the score reaches the target, then bisect
-in log space between the last failing and the first passing width until
-their ratio is at most ``refine`` (or they are neighbouring integers). The
-score is assumed to rise with the width; the search never evaluates a width
-twice.
-
-:class:`BracketSearch` is asked for the widths of the next round and told
-their scores. Several searches run in lock-step through :func:`lockstep`
-(a generator: it yields a round's widths and receives their scores), so
-that one round holds the fits of all of them. The
-experiments' critical-width searches (:func:`critical_searches`) are
-generators of fits on top of it: they yield the fits of a round and receive
-their records, and the run merges the rounds of every search.
+Grow the width geometrically from ``start`` until the score reaches the
+target, then bisect in log space between the last failing and the first
+passing width until their ratio is at most ``refine`` (the score is assumed
+to rise with the width; no width is evaluated twice). :class:`BracketSearch`
+is ask/tell; :func:`lockstep` runs several in one round; the experiments'
+critical-width searches (:func:`critical_searches`) are generators of fits
+on top of them, whose rounds the run merges.
 """
 
 import math
@@ -34,22 +26,18 @@ class Bracket:
 
     Attributes
     ----------
-    width : int or None
-        The smallest evaluated width whose score reaches the target; None
-        when none does (status "beyond stop").
+    width, upper : int or None
+        The smallest evaluated width whose score reaches the target (None:
+        status "beyond stop").
     lower : int or None
-        The largest evaluated width below ``width`` whose score fails (the
-        crossing lies in (lower, width]); None when the smallest evaluated
-        width passes (status "at start"). With status "beyond stop", the
-        largest width evaluated.
-    upper : int or None
-        The smallest passing width (= ``width``).
+        The largest failing width below it (the crossing is in (lower,
+        width]); None with status "at start"; the widest fitted with status
+        "beyond stop".
     evaluated : tuple of (int, float)
         Every evaluated width and its score, in increasing width.
     status : {"found", "beyond stop", "at start"}
-        "found": bracketed to within ``refine``; "beyond stop": no width up
-        to ``stop`` reaches the target; "at start": the smallest width
-        allowed passes, so the crossing is at or below it.
+        Bracketed to within ``refine``; no width up to ``stop`` reaches the
+        target; the smallest width allowed passes.
     """
 
     width: int | None
@@ -75,12 +63,9 @@ class BracketSearch:
         The first width evaluated (>= 1).
     target : float
         A width passes when its score is >= ``target`` (NaN fails).
-    stop : int, optional
-        The largest width the search may evaluate; None: no limit.
-    floor : int, optional
-        When ``start`` already passes, shrink by ``factor`` down to
-        ``floor`` to bracket the crossing from below; None: report "at
-        start" at once.
+    stop, floor : int, optional
+        The largest width it may evaluate; when ``start`` passes, the
+        smallest it shrinks to (None: no limit; report "at start" at once).
     factor : float, default=2.0
         Growth (and shrink) factor of the first phase, > 1.
     refine : float, default=sqrt(2)
@@ -206,13 +191,11 @@ def lockstep(searches):
                 search.tell([w for w, _ in own], [s for _, s in own])
 
 
-# The critical-width searches of the experiments (the transformer's scaling law,
-# the FCN's tightness, the architectures): generators of fits on the searches
-# above. Each yields the fits of its next round and receives their records
-# ``{(fit, seed): record}`` for every seed; its path depends only on those.
+# The experiments' critical-width searches: generators that yield the fits of a
+# round and receive their records ``{(fit, seed): record}``; their path depends
+# only on those.
 
-#: the critical width's target: the smallest width whose mean validation R^2
-#: reaches it (fixed in ``_verdicts.THRESHOLDS`` as ``scaling_target_r2``)
+#: the mean validation R^2 a critical width reaches (``_verdicts.THRESHOLDS``)
 TARGET_R2 = 0.8
 #: bisect until the bracket is within this factor (verdict 4: sqrt(2) or finer)
 REFINE = 2 ** 0.5
@@ -238,13 +221,9 @@ def fit_rounds(config, searches, make_fit):
 
 
 def sequential_searches(config, lens, make_fit, start, *, floor, stop):
-    """Generator: one bracketing search per T, in increasing T, each starting at the
-    one before's.
-
-    ``make_fit(T, width)`` is the fit of a width at T; ``start(T, previous)``
-    the first width at T given the previous T's :class:`Bracket` (None at
-    the first); ``floor(T)``, ``stop(T)`` its limits. Returns ``{T: Bracket}``.
-    """
+    """Generator: one search per T, in increasing T; ``make_fit(T, width)``,
+    ``start(T, previous Bracket or None)``, limits ``floor(T)``, ``stop(T)``.
+    Returns ``{T: Bracket}``."""
     found, previous = {}, None
     for T in lens:
         first = min(max(start(T, previous), floor(T)), stop(T))

@@ -1,13 +1,4 @@
-"""What every experiment is, and the tools experiments share.
-
-An experiment is a subclass of :class:`Experiment` in a module of its own:
-it names the fits it needs (the run fits each distinct one once per seed and
-shares it between experiments), or searches for them round by round, turns
-their records into its section of the results (plain rows: per seed, and
-mean and spread over seeds), and says which tables, Markdown and figures
-show it. The verdicts read those sections (``_verdicts``). An experiment
-imports shared modules only, never another experiment.
-"""
+"""What every experiment is (:class:`Experiment`), and the tools experiments share."""
 
 import math
 from statistics import mean, stdev

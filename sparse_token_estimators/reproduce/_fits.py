@@ -1,23 +1,11 @@
 """The one runner of a run: every (fit, seed) the store lacks, in one ``joblib.Parallel``.
 
-A job (:func:`fit_job`) builds its seeded data, fits and evaluates, and
-returns one record; :func:`run_fits` runs the jobs in any joblib backend
-(``return_as="generator_unordered"``: Dask included) and, as each one
-finishes, keeps its record, saves it in the store and advances the progress
-display. A run killed at any moment loses at most the fits in flight.
-
-What a job trains on:
-
-- a fixed sample (``data="sample"``): the seed's training set at T, scored
-  on its validation set;
-- the population (``data="population"``): a ``SparseSelectionStream`` of as
-  many fresh sequences every epoch;
-- a learning curve's fit (``max_steps``): the first ``n_train`` sequences of
-  the seed's pool at T (the largest training set of its curve), with the
-  same budget of steps at every size.
-
-Losses are squared errors summed over the d coordinates; R^2 is
-scikit-learn's ``r2_score`` averaged over the d outputs.
+A job (:func:`fit_job`) builds its seeded data (a fixed sample, a
+``SparseSelectionStream`` for the population, or the first ``n_train``
+sequences of a pool for a learning curve), fits, evaluates and returns one
+record; :func:`run_fits` keeps and stores each record as its fit finishes
+(``return_as="generator_unordered"``, any joblib backend). Losses are squared
+errors summed over the d coordinates; R^2 is ``r2_score`` averaged over them.
 """
 
 import math

@@ -1,8 +1,4 @@
-"""The progress display of a run: one step per finished fit, with time left.
-
-The runner (``_fits.run_fits``) advances it as each fit's record arrives, in
-this process, whatever joblib backend ran the fit.
-"""
+"""The progress display of a run: one step per finished fit, with time left."""
 
 import sys
 import time

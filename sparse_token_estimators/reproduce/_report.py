@@ -1,12 +1,4 @@
-"""The report of a run: the verdicts, the results file, the tables and summary.md.
-
-Reads the results dict of :func:`~sparse_token_estimators.reproduce.run`;
-each experiment contributes its claims, CSV tables, Markdown and figures.
-The claims are those of Wang, Wei, Hsu & Lee, "Transformers Provably Learn
-Sparse Token Selection While Fully-Connected Nets Cannot" (ICML 2024,
-arXiv:2406.06893), on the q-sparse averaging task of Sanford, Hsu &
-Telgarsky (NeurIPS 2023, arXiv:2306.02896).
-"""
+"""The report of a run: the results file, the tables, the figures and summary.md."""
 
 import csv
 import io
