@@ -1,24 +1,15 @@
 """More architectures (beyond the paper): smallest widths and R^2 per length, measured.
 
-Beside the paper's one-layer transformer and the fully-connected net, the
-package's standard transformer encoder (:class:`~sparse_token_estimators.
+The package's transformer encoder (:class:`~sparse_token_estimators.
 SparseTokenEncoder`, one block, one head, attention pooling) and recurrent
-nets (:class:`~sparse_token_estimators.SparseTokenRNN`) at T = ``seq_len``:
-
-- the smallest width (``d_model``, ``hidden_size``) whose mean validation R^2
-  over the seeds reaches the scaling law's target (0.8), by the same
-  bracketing search (:mod:`._bracket`, refined to a factor sqrt(2)), for the
-  encoder without positional encoding, the GRU and the LSTM;
-- held-out R^2 at the named lengths up to 8T at ``architecture_width``, for
-  the encoder with each of its encodings (the tables hold 8T positions) and
-  each cell.
-
-Every fit trains on the population (``architecture_n_train`` fresh
-sequences every epoch) with ``architecture_training``, one setting for all
-of them, chosen on a validation set of fresh sequences before this
-experiment, from two learning rates and two batch sizes. One encoder block
-with one head (any d_model is allowed: two heads would need an even one).
-Nothing here is a claim of the paper and nothing is judged.
+nets (:class:`~sparse_token_estimators.SparseTokenRNN`): the smallest width
+(``d_model``, ``hidden_size``) whose mean validation R^2 reaches 0.8, by the
+bracketing search of :mod:`._bracket`, for the encoder without positional
+encoding, the GRU and the LSTM; and held-out R^2 at the named lengths up to
+8T at ``architecture_width`` for the encoder with each encoding and each
+cell. All train on the population with ``architecture_training``, one
+setting chosen on a validation set before this experiment. Nothing here is
+judged.
 """
 
 import math

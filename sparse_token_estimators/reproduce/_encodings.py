@@ -1,22 +1,12 @@
 """The five positional encodings under one protocol: trained at T, scored at every length to 8T.
 
-Every encoding of ``positional.ENCODINGS`` is put into the paper's model
-(only the positional vectors p_i change; the query z = sum over the selected
-of p_i and the scores p_i^T W z stay) and trained at T with the paper's
-model's training, at ``length_pe_dim``: "stochastic" (fresh random vectors
-per sequence, the paper's model), "fixed" (one random table, the paper's
-baseline), "sinusoidal" (Vaswani et al. 2017), "learned" (a trainable
-table) and "randomized" (Ruoss et al., ACL 2023: sorted random positions out
-of ``max_seq_len`` = 8T). Where ``n_pe_draws`` means something (stochastic,
-randomized), the package's ensemble of draws is shown beside the one-draw
-model, as the extension (the randomized one where ``randomized_ensemble``).
-Each is scored on the dense length grid from q to 8T (within
-``max_seq_len`` for the table encodings: the grid ends there), seed by seed.
-
-Nothing here is a claim of the paper, and nothing is judged: the package
-does not decide which encoding wins. summary.md reports each encoding's
-numbers and a sentence generated from them. The stochastic and fixed fits
-are those of the length-generalisation experiment (shared).
+Each encoding of ``positional.ENCODINGS`` in the paper's model at
+``length_pe_dim`` with the paper's training: "stochastic" (the paper's),
+"fixed" (its baseline), "sinusoidal" (Vaswani et al. 2017), "learned" and
+"randomized" (Ruoss et al., ACL 2023, out of ``max_seq_len`` = 8T); the
+ensemble of draws beside the one-draw model where draws mean something.
+Scored on the dense length grid, seed by seed. Nothing is judged; the
+stochastic and fixed fits are shared with length generalisation.
 """
 
 from ._experiment import (

@@ -1,23 +1,13 @@
 """Verdict 5, FCN tightness: on the population, an FCN of a small multiple of T d reaches R^2 0.8.
 
-The width-aware bound forces every FCN of width m to a loss of at least
-``fcn_lower_bound(T, q, d, m)``: no FCN reaches R^2 0.8 below the width the
-bound allows (``bound_width``, about 0.8 T d; a sanity check). What can
-fail is the other side: that an FCN trained on fresh sequences (data never
-limit it) reaches the target at a small multiple of T d. m* is the smallest
-``hidden_width`` whose mean validation R^2 over the seeds reaches 0.8, found
-at each T of ``tightness_seq_lens()`` (at least 3) by the bracketing search
-of :mod:`._bracket`: from m = T d, doubled up to 4 T d (the verdict's
-limit: a wider FCN is not needed to judge it) or halved down to the bound's
-width, then bisected to a factor sqrt(2). Every fit trains on
-``tightness_n_train(T)`` fresh sequences every epoch
-(``SparseSelectionStream``), with the ``tightness_training`` steps; at
-``tightness_check_len`` the two widths around the crossing are refitted
-with twice the sequences (twice the steps) to check that the steps do not
-set m*.
-
-The figure of the separation at every T: d + pe_dim* of the transformer's
-scaling law and m* of the FCN against T d.
+No FCN reaches R^2 0.8 below the width the width-aware bound allows (about
+0.8 T d; a sanity check). What can fail: m*, the smallest ``hidden_width``
+whose mean validation R^2 reaches 0.8, found at each T of
+``tightness_seq_lens()`` by the bracketing search from m = T d (up to 4 T d,
+the verdict's limit, or down to the bound's width), trained on
+``tightness_n_train(T)`` fresh sequences every epoch, with the doubling
+check at ``tightness_check_len``. The figure: d + pe_dim* of the
+transformer's scaling law and m* of the FCN against T d.
 """
 
 import numpy as np

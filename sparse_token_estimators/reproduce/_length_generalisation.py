@@ -1,18 +1,10 @@
 """Claim 2, length generalisation: trained at T, scored at every length up to 8T.
 
-The paper's model (one stochastic positional draw) and the fixed-PE baseline,
-both at ``length_pe_dim``, with the package's ensemble beside them, are
-trained at T and scored on held-out sets at every length of a dense grid from
-q to 8T (shorter sequences cannot hold q selected tokens), as Ruoss et al.
-(ACL 2023) report length generalisation: per length, and summarised over the
-lengths beyond training. The verdict is judged on the paper's model at T and
-4T; the fixed table must fit at T and fail at 4T. (A fixed table is one set
-of positions: averaging over positional draws does not apply to it, so the
-fixed-PE model is fitted once, with the paper's training.)
-
-The same fits over ``pe_dim`` (the width-separation fits) give held-out R^2
-at 4T against pe_dim for both draw settings: the theory's point that length
-generalisation improves as d_p grows.
+The paper's model and the fixed-PE baseline (one table: fitted once, with
+the paper's training), at ``length_pe_dim``, the ensemble beside them,
+trained at T and scored at every length of a dense grid from q to 8T, as
+Ruoss et al. (ACL 2023) report it. Judged at T and 4T. The width-separation
+fits give R^2 at 4T against pe_dim: length generalisation improves with d_p.
 """
 
 

@@ -1,32 +1,14 @@
 """Sample complexity, measured (beyond the paper): held-out R^2 against training-set size.
 
-The paper's theory says nothing about how many training sequences each
-architecture needs; this experiment measures it. For each T of
-``sample_seq_lens()``, a learning curve of fits of the paper's
-model (one positional draw) and the package's ensemble (``n_pe_draws``
-draws, the extension), both at ``sample_pe_dim``, and the FCN at a width of
-at least T d (``sample_fcn_width``: the smallest power of two >=
-``sample_fcn_factor`` T d), on nested subsets of one pool of sequences per
-seed, and scores held-out R^2 on the seed's held-out set.
-
-A small training set must not also be a short optimisation: with
-``max_epochs`` fixed, n sequences in batches of B give ceil(n / B) steps an
-epoch, and data would be confounded with optimisation. Every fit of a curve
-therefore takes the same number of optimisation steps, those its model's
-own training takes on ``sample_budget`` sequences (a ``StepBudget``
-callback stops it; ``max_epochs`` is set high enough for a set of one
-batch to use the budget up). Sets smaller than a batch take steps of the
-whole set.
-
-Reported per architecture and T: the smallest n whose held-out R^2 reaches
-``sample_target_r2``, interpolated linearly in log n between the two grid
-points around the crossing of the mean curve (the first point at or above
-the target and the one before it); "<= n" when the smallest size of the
-grid already reaches it, "> n" when none does. How it grows with T: the
-least-squares slope of log n* against log T over the T where n* was
-interpolated. All of it is measured, not a claim of the paper: no verdict.
-R^2 on a training subset of n sequences is left out (null in the tables)
-when n d < ``MIN_R2_VALUES``: over two sequences it is no statistic.
+At each T of ``sample_seq_lens()``, learning curves of the paper's model and
+the ensemble (at ``sample_pe_dim``) and of the FCN (``sample_fcn_width``) on
+nested subsets of one pool per seed. Every fit of a curve takes the same
+optimisation steps (its model's training on ``sample_budget`` sequences, a
+``StepBudget``), so a small set is not also a short optimisation. Reported:
+the smallest n whose mean held-out R^2 reaches ``sample_target_r2``,
+interpolated in log n around the crossing ("<= n", "> n" at the grid's
+ends), and the log-log slope of n* against T. Training R^2 on fewer than
+``MIN_R2_VALUES`` numbers (n d) is left out. No verdict.
 """
 
 import math

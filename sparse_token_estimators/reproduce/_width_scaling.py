@@ -1,29 +1,14 @@
 """Verdict 4, transformer width scaling: pe_dim* against T over a range that can decide it.
 
-pe_dim* is the smallest ``pe_dim`` whose mean validation R^2 (over the
-seeds) reaches 0.8, for the paper's model (one positional draw), at each T
-of ``scaling_seq_lens()`` (at least 5 values spanning at least 16x). It is
-found by the bracketing search of :mod:`._bracket`, not a full grid: at the
-smallest T from ``scaling_pe_start``, at each later T from the pe_dim* of
-the one before (pe_dim* does not shrink with T, so the search starts at or
-near the crossing); the width doubles until the mean R^2 reaches the
-target, or halves down to ``scaling_pe_floor`` while it does, and is then
-bisected in log space until the last failing and the first passing pe_dim
-are within a factor sqrt(2). Its held-out R^2 is reported beside it.
-
-Every fit trains on the population: ``scaling_n_train`` fresh sequences
-every epoch, at every T, with the ``scaling_training`` steps, Adam's rate
-scaled as 1/sqrt(pe_dim) (``Training.lr_ref_width``): at one rate for every
-width the one-draw model trains worse as pe_dim grows, and the width would
-not be what sets pe_dim*. That neither
-the sequences nor the steps set pe_dim* is checked in the run: at
-``scaling_check_len`` the two pe_dim around the crossing are refitted with
-twice the sequences (twice the steps); pe_dim* is unchanged when the lower
-one still fails and the upper one still passes.
-
-The searches run round by round (a generator of fits: the run merges its
-rounds with the other searches' and keeps every fit as it finishes, so a
-resumed run refits nothing); its path depends only on the scores it saw.
+pe_dim* is the smallest ``pe_dim`` whose mean validation R^2 over the seeds
+reaches 0.8, for the paper's model (one positional draw), at each T of
+``scaling_seq_lens()``, found by the bracketing search of :mod:`._bracket`
+(from ``scaling_pe_start`` at the smallest T, from the pe_dim* before at each
+later T; refined to a factor sqrt(2)); its held-out R^2 beside it. Every fit
+trains on ``scaling_n_train`` fresh sequences every epoch with Adam's rate
+scaled as 1/sqrt(pe_dim) (``Training.lr_ref_width``), so that the training
+does not set pe_dim*; at ``scaling_check_len`` the two pe_dim around the
+crossing are refitted with twice the sequences (and steps) to check it.
 """
 
 import math
