@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._experiment import summarise
+from ._models import model_name
 
 #: what a finished search found
 STATUSES = ("found", "beyond stop", "at start")
@@ -314,3 +315,24 @@ def r2_text(row):
     if row["test_r2_mean"] is None:
         return "-"
     return f"{row['test_r2_mean']:.3f} ± {row['test_r2_sd']:.3f}"
+
+
+def critical_section(config, records, found, make_fit, parameter, model, extra, check):
+    """A critical-width experiment's section: every fitted point and its mean over seeds,
+    a row per T (with ``extra(T)``), each seed's own width, and the doubling check
+    (with ``check``: its T and sequences)."""
+    brackets, checked = found
+    points, summary = collect_points(config, records, brackets, make_fit, parameter)
+    return {"target_r2": TARGET_R2, "refine": REFINE, "model": model,
+            "model_name": model_name(model, config), "points": points, "summary": summary,
+            "critical": critical_rows(config, brackets, summary, extra),
+            "critical_per_seed": per_seed_rows(points, brackets, config.seeds()),
+            "check": None if checked is None else {**check, **checked}}
+
+
+def check_line(check, lower, upper, star):
+    """The doubling check in words: ``lower``/``upper`` name its widths (``"pe_dim 4"``)."""
+    return (f"Check at T={check['seq_len']} with {check['n_train']} sequences every epoch "
+            f"(twice the steps): mean validation R^2 {check['lower_r2']:.3f} at {lower}, "
+            f"{check['upper_r2']:.3f} at {upper}: {star} "
+            + ("unchanged." if check["unchanged"] else "CHANGED (the steps set it)."))

@@ -10,22 +10,22 @@ check at ``tightness_check_len``. The figure: d + pe_dim* of the
 transformer's scaling law and m* of the FCN against T d.
 """
 
+from functools import partial
+
 import numpy as np
 
 from ..theory import fcn_critical_width
 from ._bracket import (
-    REFINE,
     TARGET_R2,
     bracket_text,
-    collect_points,
-    critical_rows,
+    check_line,
     critical_searches,
-    per_seed_rows,
+    critical_section,
     r2_text,
 )
 from ._experiment import Experiment, config_of, fmt, markdown_table
 from ._figures import STYLES, powers_of_two_ticks, pyplot
-from ._models import Fit, model_name
+from ._models import Fit
 
 MODEL = "fcn_tightness"
 #: the verdict's limit on m*, in multiples of T d: the search stops there
@@ -47,32 +47,22 @@ class FCNTightness(Experiment):
     def search(self, config):
         d = config.token_dim
         return critical_searches(
-            config, config.tightness_seq_lens(),
-            lambda T, w, factor=1: _fit(config, T, w, factor), lambda T, previous: T * d,
-            floor=lambda T: _floor(config, T), stop=lambda T: MAX_FACTOR * T * d,
+            config, config.tightness_seq_lens(), partial(_fit, config), lambda T, previous: T * d,
+            floor=partial(_floor, config), stop=lambda T: MAX_FACTOR * T * d,
             check_len=config.tightness_check_len)
 
     def collect(self, config, records, found=None):
-        brackets, check = found
-        points, summary = collect_points(config, records, brackets,
-                                         lambda T, w: _fit(config, T, w), "hidden_width")
-        d = config.token_dim
-        rows = critical_rows(config, brackets, summary, lambda T: {
-            "stop": MAX_FACTOR * T * d, "bound_width": _floor(config, T),
-            "n_train": config.tightness_n_train(T),
-            "steps": config.tightness_training.steps(config.tightness_n_train(T)),
-            "star_over_td": None if brackets[T].width is None
-            else brackets[T].width / (T * d),
-            "bound_over_td": _floor(config, T) / (T * d)})
-        per_seed = per_seed_rows(points, brackets, config.seeds())
-        return {"target_r2": TARGET_R2, "refine": REFINE, "max_factor": MAX_FACTOR,
-                "model": MODEL, "model_name": model_name(MODEL, config),
-                "points": points, "summary": summary, "critical": rows,
-                "critical_per_seed": per_seed,
-                "check": None if check is None else {
-                    "seq_len": config.tightness_check_len,
-                    "n_train": 2 * config.tightness_n_train(config.tightness_check_len),
-                    **check}}
+        brackets, d = found[0], config.token_dim
+        check_len = config.tightness_check_len
+        return {"max_factor": MAX_FACTOR, **critical_section(
+            config, records, found, partial(_fit, config), "hidden_width", MODEL, lambda T: {
+                "stop": MAX_FACTOR * T * d, "bound_width": _floor(config, T),
+                "n_train": config.tightness_n_train(T),
+                "steps": config.tightness_training.steps(config.tightness_n_train(T)),
+                "star_over_td": None if brackets[T].width is None
+                else brackets[T].width / (T * d),
+                "bound_over_td": _floor(config, T) / (T * d)},
+            {"seq_len": check_len, "n_train": 2 * config.tightness_n_train(check_len)})}
 
     tables = {"fcn_tightness_points.csv": "points", "fcn_tightness.csv": "critical",
               "fcn_tightness_per_seed.csv": "critical_per_seed"}
@@ -97,10 +87,7 @@ class FCNTightness(Experiment):
                                 ["r", "r", "r", "r", "l", "r", "r", "r", "r", "l"])
         if s["check"]:
             c = s["check"]
-            lines += ["", f"Check at T={c['seq_len']} with {c['n_train']} sequences every "
-                      f"epoch (twice the steps): mean validation R^2 {c['lower_r2']:.3f} at "
-                      f"m={c['lower']}, {c['upper_r2']:.3f} at m={c['upper']}: m* "
-                      + ("unchanged." if c["unchanged"] else "CHANGED (the steps set it).")]
+            lines += ["", check_line(c, f"m={c['lower']}", f"m={c['upper']}", "m*")]
         return lines + separation_lines(results)
 
     def figures(self):
