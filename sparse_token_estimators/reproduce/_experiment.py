@@ -26,22 +26,18 @@ class Experiment:
     title = ""
 
     def fits(self, config):
-        """The :class:`~._fits.Fit` s it needs (each is fitted once per seed)."""
+        """The :class:`~._models.Fit` s it needs (each fitted once per seed, shared)."""
         return []
 
     def search(self, config):
-        """None, or a generator of the fits chosen from the records of earlier ones
-        (after ``fits``): it yields a round's list of fits, receives their records
-        ``{(fit, seed): record}`` for every seed, and returns what it found (passed
-        to ``collect``). The run merges the rounds of every search."""
+        """None, or a generator that yields a round's fits, receives their records
+        ``{(fit, seed): record}`` and returns what it found (for ``collect``)."""
         return None
 
     def collect(self, config, records, found=None):
-        """Its section of the results, from ``records[(fit, seed)]`` and ``found``,
-        what its search returned."""
+        """Its section of the results, from ``records[(fit, seed)]`` and ``found``."""
         raise NotImplementedError
 
-    #: ``{csv file name: key of the rows in its section}``: the tables it writes
     tables = {}
 
     def summary(self, results):
@@ -69,10 +65,8 @@ def spread(values):
 
 
 def summarise(rows, by, values):
-    """Mean and spread over seeds: one row per distinct ``by``, in first-seen order.
-
-    Each value ``v`` becomes ``v_mean``, ``v_sd``, ``v_min``, ``v_max``; ``n_seeds``
-    counts the rows.
+    """One row per distinct ``by`` (first-seen order): each value ``v`` as ``v_mean``,
+    ``v_sd``, ``v_min``, ``v_max``, and ``n_seeds``.
 
     Examples
     --------

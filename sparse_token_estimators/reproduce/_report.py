@@ -23,19 +23,15 @@ def figure_names(results=None):
 
 
 def draw_figures(results):
-    """``(file name, matplotlib figure)`` of every experiment's figures, drawn one by one.
-
-    The caller closes each figure (``save_figures`` saves and closes them).
-    """
+    """``(file name, matplotlib figure)`` of every figure, drawn one by one (the caller
+    closes each)."""
     for experiment in (e for e in EXPERIMENTS if e.name in results):  # those that ran
         for name, draw in experiment.figures().items():
             yield name, draw(results)
 
 
 def save_figures(results, out_dir, *, dpi=DPI):
-    """Draw every experiment's figures into ``out_dir`` as PNG; returns their paths.
-
-    Each file is written atomically (a temporary file renamed over its name).
+    """Draw every experiment's figures into ``out_dir`` as PNG (atomically); their paths.
 
     Examples
     --------
@@ -43,14 +39,8 @@ def save_figures(results, out_dir, *, dpi=DPI):
     >>> from sparse_token_estimators.reproduce import SMOKE, run
     >>> with tempfile.TemporaryDirectory() as out:
     ...     names = [p.name for p in save_figures(run(SMOKE, progress=False), out)]
-    >>> names[:3]
-    ['width_separation.png', 'length_generalisation.png', 'length_vs_pe_dim.png']
-    >>> names[3:5]
-    ['alignment.png', 'width_scaling.png']
-    >>> names[5:7]
-    ['critical_widths.png', 'population.png']
-    >>> names[7:]
-    ['sample_complexity.png', 'encodings.png', 'architectures.png']
+    >>> len(names), names[0], names[-1]
+    (10, 'width_separation.png', 'architectures.png')
     """
     plt = pyplot()
     out = Path(out_dir)
@@ -76,14 +66,11 @@ def _write_csv(path, rows):
 def write_outputs(results, out_dir, *, plots=True, about=None):
     """Write results.json, the CSV tables, the figures, summary.md and manifest.json.
 
-    Every file is written atomically (a temporary file renamed over its
-    name). ``manifest.json`` comes first, listing what is about to be
-    written (``"complete": false``), and again last, with each file's size
-    (``"complete": true``): the files an earlier run listed there that this
-    one does not write (its figures, when ``plots=False``) are removed, so the
-    folder holds one run. Files no manifest lists are left alone.
-    results.json is strict JSON: a NaN or infinite number is ``null``, with
-    ``"<key>_missing"`` beside it saying why.
+    Every file is written atomically. ``manifest.json`` is written first (what
+    is about to be written) and last (with each file's size): files an earlier
+    run listed there that this one does not write are removed, files no
+    manifest lists are left alone. results.json is strict JSON (a NaN is
+    ``null``, with ``"<key>_missing"`` beside it).
 
     Parameters
     ----------
@@ -94,8 +81,7 @@ def write_outputs(results, out_dir, *, plots=True, about=None):
     plots : bool, default=True
         Draw the figures (matplotlib).
     about : dict or None, default=None
-        Written into the manifest (the command line records its command and
-        how many fits it resumed).
+        Written into the manifest (the command line's command, fits resumed).
 
     Returns
     -------
@@ -139,8 +125,7 @@ def _shown(verdict):
 
 
 def fit_seconds(fit):
-    """A fit's CPU seconds; for a learning curve's fit (which records none), its
-    wall seconds in its worker."""
+    """A fit's CPU seconds (a learning curve's fit records none: its wall seconds)."""
     cpu = fit.get("fit_cpu_s", math.nan)
     return cpu if cpu is not None and math.isfinite(cpu) else fit["fit_s"]
 
@@ -151,12 +136,8 @@ def fit_kind(fit):
 
 
 def timing_rows(results):
-    """CPU seconds of the fits, per experiment and per model, T and kind of data.
-
-    Fits shared between experiments count in each that uses them;
-    ``own_cpu_s`` counts only those no other experiment uses (what the
-    experiment adds to a run).
-    """
+    """CPU seconds of the fits, per experiment (``own_cpu_s``: those no other experiment
+    uses) and per model, T and kind of data."""
     fits = results["fits"]
     rows = []
     for experiment in EXPERIMENTS:
@@ -180,10 +161,8 @@ def timing_rows(results):
 
 
 def summary_markdown(results, *, figures=True):
-    """The Markdown summary: the run, each claim with its verdict and evidence, the tables.
-
-    ``write_outputs`` writes it as summary.md (see its example).
-    """
+    """The Markdown summary: the run, each claim's verdict and evidence, the tables
+    (``write_outputs`` writes it as summary.md)."""
     config, theory = config_of(results), results["theory"]
     seeds = ", ".join(str(seed) for seed in config.seeds())
     lines = [
