@@ -17,7 +17,16 @@ import math
 from ..architectures import CELLS, ENCODER_ENCODINGS
 from ..theory import fcn_critical_width
 from ._bracket import REFINE, TARGET_R2, BracketSearch, bracket_text, fit_rounds, r2_text
-from ._experiment import Experiment, config_of, find, fmt, fmt_spread, markdown_table, summarise
+from ._experiment import (
+    Experiment,
+    config_of,
+    find,
+    fmt,
+    fmt_spread,
+    markdown_table,
+    select,
+    summarise,
+)
 from ._figures import MIN_FONT, length_axes, pyplot, task_title
 from ._models import Fit, model_name
 
@@ -173,7 +182,7 @@ def sentences(results):
     out, lens = [], _lens(s)
     for model, what in (("encoder_none", "The encoder without positional encoding"),
                         ("gru", "The GRU"), ("lstm", "The LSTM")):
-        rows = sorted((r for r in s["critical"] if r["model"] == model), key=_order)
+        rows = select(s["critical"], _order, model=model)
         if not rows:
             continue
         if len(lens) == 1:
@@ -236,8 +245,7 @@ def plot_architectures(results):
     else:
         _width_lines(left, s)
     for model in _present(s):
-        rows = sorted((r for r in s["lengths_summary"] if r["model"] == model),
-                      key=lambda r: r["length"])
+        rows = select(s["lengths_summary"], "length", model=model)
         right.errorbar([r["length"] for r in rows], [r["r2_mean"] for r in rows],
                        yerr=[r["r2_sd"] for r in rows], capsize=2, marker=MARKERS[model],
                        markersize=4, color=COLORS[model],
@@ -283,7 +291,7 @@ def _width_lines(ax, s):
     for r in missed:
         sharing.setdefault((r["seq_len"], max(r["evaluated"])), []).append(r["model"])
     for model in SEARCHED:
-        rows = sorted((r for r in s["critical"] if r["model"] == model), key=_order)
+        rows = select(s["critical"], _order, model=model)
         name = rows[0]["model_name"].split(" (")[0].replace("transformer encoder, ", "encoder, ")
         found = [r for r in rows if r["star"]]
         ax.plot([r["seq_len"] for r in found], [r["star"] for r in found], marker=MARKERS[model],

@@ -15,6 +15,7 @@ from ._experiment import (
     find,
     fmt_spread,
     markdown_table,
+    select,
     spread,
     summarise,
 )
@@ -153,8 +154,7 @@ def plot_encodings(results):
     config, section = config_of(results), results["encodings"]
     fig, ax = plt.subplots(figsize=(10.5, 6), layout="constrained")
     for encoding, model in _present(section):
-        rows = sorted((r for r in section["summary"] if r["model"] == model),
-                      key=lambda r: r["length"])
+        rows = select(section["summary"], "length", model=model)
         marker, linestyle = MARKS.get(model, ("o", "--" if MODELS[model].ensemble else "-"))
         band(ax, [r["length"] for r in rows], rows, "r2", model=model,
              label=f"{encoding}: {results['models'][model]['name']}",

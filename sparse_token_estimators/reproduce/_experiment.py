@@ -132,9 +132,24 @@ def markdown_table(header, rows, align=None):
         "| " + " | ".join(str(c) for c in row) + " |" for row in rows]
 
 
+def select(rows, by=None, **match):
+    """The rows whose items include ``match``, sorted by the key ``by`` (a name or a
+    function) if given.
+
+    Examples
+    --------
+    >>> select([{"m": "a", "T": 8}, {"m": "b", "T": 4}, {"m": "a", "T": 4}], "T", m="a")
+    [{'m': 'a', 'T': 4}, {'m': 'a', 'T': 8}]
+    """
+    out = [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+    if by is None:
+        return out
+    return sorted(out, key=by if callable(by) else lambda r: r[by])
+
+
 def find(rows, **match):
     """The first row whose items include ``match`` (None if none)."""
-    return next((r for r in rows if all(r.get(k) == v for k, v in match.items())), None)
+    return next(iter(select(rows, **match)), None)
 
 
 def config_of(results):

@@ -14,6 +14,7 @@ from ._experiment import (
     find,
     fmt_spread,
     markdown_table,
+    select,
     spread,
     summarise,
 )
@@ -110,8 +111,7 @@ def plot_length_generalisation(results):
     config, section = config_of(results), results["length_generalisation"]
     fig, ax = plt.subplots(figsize=(10, 4), layout="constrained")
     for model in MODELS:
-        rows = sorted((r for r in section["summary"] if r["model"] == model),
-                      key=lambda r: r["length"])
+        rows = select(section["summary"], "length", model=model)
         band(ax, [r["length"] for r in rows], rows, "r2", model=model,
              label=results["models"][model]["name"])
     length_axes(ax, config, section["summary"],
@@ -127,8 +127,7 @@ def plot_length_vs_pe_dim(results):
     config, section = config_of(results), results["length_generalisation"]
     fig, ax = plt.subplots(figsize=(10, 4), layout="constrained")
     for model in ("paper", "ensemble"):
-        rows = sorted((r for r in section["by_pe_dim_summary"] if r["model"] == model),
-                      key=lambda r: r["pe_dim"])
+        rows = select(section["by_pe_dim_summary"], "pe_dim", model=model)
         x = [r["pe_dim"] for r in rows]
         band(ax, x, rows, "r2_at_4T", model=model, errorbars=True,
              label=f"{results['models'][model]['name']}: at 4T")

@@ -20,6 +20,7 @@ from ._experiment import (
     fmt,
     fmt_spread,
     markdown_table,
+    select,
     summarise,
     zero_loss,
 )
@@ -178,14 +179,12 @@ def plot_population(results):
         name = results["models"][model]["name"]
         for data, style in (("population", {}),
                             ("sample", {"linestyle": "--", "markerfacecolor": "none"})):
-            rows = sorted((r for r in section["summary"] if r["model"] == model
-                           and r["data"] == data), key=lambda r: r["width"])
+            rows = select(section["summary"], "width", model=model, data=data)
             if rows:
                 label = f"{name}: {'population' if data == 'population' else 'fixed sample'}"
                 band(ax, [r["width"] for r in rows], rows, "test_loss", model=model,
                      label=label, errorbars=True, **style)
-        gaps = sorted((g for g in section["gaps_summary"] if g["model"] == model),
-                      key=lambda g: g["width"])
+        gaps = select(section["gaps_summary"], "width", model=model)
         if gaps:
             band(ax_gap, [g["width"] for g in gaps], gaps, "estimation_gap", model=model,
                  label=SHORT[model], errorbars=True)

@@ -13,7 +13,15 @@ ends), and the log-log slope of n* against T. Training R^2 on fewer than
 
 import math
 
-from ._experiment import Experiment, config_of, find, loglog_slope, markdown_table, summarise
+from ._experiment import (
+    Experiment,
+    config_of,
+    find,
+    loglog_slope,
+    markdown_table,
+    select,
+    summarise,
+)
 from ._figures import (
     SHORT,
     STYLES,
@@ -125,8 +133,7 @@ class SampleComplexity(Experiment):
         minimal, per_seed = [], []
         for T in config.sample_seq_lens():
             for model in MODELS:
-                curve = sorted((r for r in summary if r["model"] == model
-                                and r["seq_len"] == T), key=lambda r: r["n_train"])
+                curve = select(summary, "n_train", model=model, seq_len=T)
                 sizes = [r["n_train"] for r in curve]
                 n, how = smallest_n(sizes, [r["test_r2_mean"] for r in curve], target)
                 first = next((r for r in rows if r["model"] == model and r["seq_len"] == T), {})
@@ -139,8 +146,7 @@ class SampleComplexity(Experiment):
                     "r2_largest_sd": curve[-1]["test_r2_sd"],
                 })
                 for seed in config.seeds():
-                    own = sorted((r for r in rows if r["model"] == model and r["seq_len"] == T
-                                  and r["seed"] == seed), key=lambda r: r["n_train"])
+                    own = select(rows, "n_train", model=model, seq_len=T, seed=seed)
                     n_s, how_s = smallest_n([r["n_train"] for r in own],
                                             [r["test_r2"] for r in own], target)
                     per_seed.append({"model": model, "model_name": model_name(model, config),
@@ -196,8 +202,7 @@ class SampleComplexity(Experiment):
         section = results[self.name]
         parts = []
         for model in MODELS:
-            rows = sorted((r for r in section["minimal"] if r["model"] == model),
-                          key=lambda r: r["seq_len"])
+            rows = select(section["minimal"], "seq_len", model=model)
             values = ", ".join(f"{shown(r['n_star'], r['how'], r['grid'])} at T={r['seq_len']}"
                                for r in rows)
             g = find(section["growth"], model=model)
@@ -226,8 +231,7 @@ def plot_sample_complexity(results):
     low = min(r["test_r2_mean"] - r["test_r2_sd"] for r in section["summary"])
     for ax, T in zip(axes, lens):
         for model in MODELS:
-            rows = sorted((r for r in section["summary"] if r["model"] == model
-                           and r["seq_len"] == T), key=lambda r: r["n_train"])
+            rows = select(section["summary"], "n_train", model=model, seq_len=T)
             band(ax, [r["n_train"] for r in rows], rows, "test_r2", model=model,
                  label=results["models"][model]["name"], errorbars=True)
         ax.axhline(target, color="gray", linestyle="--", alpha=0.6)
@@ -245,8 +249,7 @@ def plot_sample_complexity(results):
     legend_below(fig, axes[0], ncol=3)
     ax = axes[-1]
     for model in MODELS:
-        rows = sorted((r for r in section["minimal"] if r["model"] == model),
-                      key=lambda r: r["seq_len"])
+        rows = select(section["minimal"], "seq_len", model=model)
         found = [r for r in rows if r["how"] != "not reached"]
         ax.plot([r["seq_len"] for r in found], [r["n_star"] for r in found],
                 label=SHORT[model], **STYLES[model])

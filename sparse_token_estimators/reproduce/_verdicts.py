@@ -28,6 +28,7 @@ from ._experiment import (
     fmt_spread,
     judged_widths,
     loglog_slope,
+    select,
 )
 
 #: the day the thresholds were fixed, before any run that judges them
@@ -236,8 +237,7 @@ def _length(results, t, r):
         return (float(spearmanr(pe, at4)[0]) if len(set(at4)) > 1 else math.nan,
                 float(spearmanr(pe, ratio)[0]) if len(set(ratio)) > 1 else math.nan)
 
-    by_pe = sorted((x for x in section["by_pe_dim_summary"] if x["model"] == "paper"),
-                   key=lambda x: x["pe_dim"])
+    by_pe = select(section["by_pe_dim_summary"], "pe_dim", model="paper")
     rho_4t, rho_ratio = trend([{"pe_dim": x["pe_dim"], "r2_at_4T": x["r2_at_4T_mean"],
                                 "r2_at_1T": x["r2_at_1T_mean"]} for x in by_pe])
     for name, rho in (("R^2 at 4T", rho_4t), ("R^2(4T) / R^2(T)", rho_ratio)):
@@ -246,8 +246,7 @@ def _length(results, t, r):
                            "(constant values): a wider pe_dim grid would decide"))
 
     def holds(seed):
-        own = sorted((x for x in section["by_pe_dim"] if x["model"] == "paper"
-                      and x["seed"] == seed), key=lambda x: x["pe_dim"])
+        own = select(section["by_pe_dim"], "pe_dim", model="paper", seed=seed)
         rhos = trend(own)
         return (all(compare(r2(m, f, seed), t[key], at_least=a) == "pass"
                     for m, f, key, a in bounds)

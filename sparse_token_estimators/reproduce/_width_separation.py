@@ -17,6 +17,7 @@ from ._experiment import (
     fmt_spread,
     judged_widths,
     markdown_table,
+    select,
     summarise,
     zero_loss,
 )
@@ -98,7 +99,7 @@ def plot_width_separation(results):
     summary = section["summary"]
     fig, ax = plt.subplots(figsize=(10, 4.4), layout="constrained")
     for model in MODELS:
-        rows = sorted((r for r in summary if r["model"] == model), key=lambda r: r["width"])
+        rows = select(summary, "width", model=model)
         if rows:
             band(ax, [r["width"] for r in rows], rows, "test_loss", model=model,
                  label=results["models"][model]["name"], errorbars=True)
