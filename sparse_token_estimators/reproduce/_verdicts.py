@@ -148,8 +148,7 @@ def _separation(results, t, r, *, population):
               f"pe_dim {2 ** math.ceil(math.log2(low))}, or a larger T")]
     conditions, evidence, seeds = [], [], config.seeds()
     for w in widths:
-        rows = [x for x in section["rows"] if x["model"] == "paper" and x["width"] == w
-                and all(x.get(k) == v for k, v in match.items())]
+        rows = select(section["rows"], model="paper", width=w, **match)
         mean = float(np.mean([x["test_loss"] for x in rows]))
         se = math.sqrt(sum(x["test_loss_se"] ** 2 for x in rows)) / len(rows)
         limit = (1 - margin) * fcn_bound(config, w)
@@ -166,12 +165,11 @@ def _separation(results, t, r, *, population):
     per_seed = [bool(widths) and all(
         find(section["rows"], model="paper", width=w, seed=s, **match)["test_loss"]
         <= (1 - margin) * fcn_bound(config, w) for w in widths) for s in seeds]
-    evidence += ensemble_evidence(config, [x for x in section["summary"]
-                                        if x["model"] == "ensemble" and x["width"] < td
-                                        and all(x.get(k) == v for k, v in match.items())])
-    above = fcns_at_or_above_bound([x for x in section["rows"] if x["model"] == "fcn"
-                                    and x["width"] < td
-                                    and all(x.get(k) == v for k, v in match.items())])
+    evidence += ensemble_evidence(config, [x for x in select(section["summary"],
+                                                             model="ensemble", **match)
+                                           if x["width"] < td])
+    above = fcns_at_or_above_bound([x for x in select(section["rows"], model="fcn", **match)
+                                    if x["width"] < td])
     check = (f"every FCN below T*d sits at or above its bound (within 3 standard errors of "
              f"its held-out loss): {sum(above)} of {len(above)} fits", all(above))
     where = "trained on the population (fresh sequences every epoch)" if population \
@@ -310,6 +308,14 @@ def _alignment(results, t, r):
                      "no alignment was recorded")], checks=[check])
 
 
+def _own_stars(section):
+    """``{seed: {T: that seed's own critical width}}`` of a critical-width section."""
+    own = {}
+    for p in section["critical_per_seed"]:
+        own.setdefault(p["seed"], {})[p["seq_len"]] = p["star"]
+    return own
+
+
 def _doubling_gate(check, what):
     if check is None:
         return (False, f"the doubling check of {what} did not run (no bracketed crossing "
@@ -363,14 +369,13 @@ def _scaling(results, t, r):
     conditions = [(state, f"the slope {fmt(slope, '.2f')} has a bootstrap interval over "
                    f"seeds [{fmt(low, '.2f')}, {fmt(high, '.2f')}] holding {limit}: more "
                    "seeds or a wider range of T would decide"), *narrower]
-    own = {}
-    for p in s["critical_per_seed"]:
-        own.setdefault(p["seed"], {})[p["seq_len"]] = p["star"]
+    own = _own_stars(s)
     per_seed = []
     for seed in seeds:
         stars = [own.get(seed, {}).get(T) for T in lens]
         per_seed.append(len(lens) >= 2 and all(stars)
                         and loglog_slope(lens, stars) <= limit)
+    log_slope = loglog_slope(lens, [math.log(T) for T in lens]) if len(lens) > 1 else None
     evidence = (", ".join(f"T={x['seq_len']}: pe_dim* {x['star'] or '-'} (bracket "
                           f"({x['lower'] or '-'}, {x['star'] or '-'}], held-out R^2 "
                           f"{fmt(x['test_r2_mean'])}; q log T {x['q_log_t']:.1f})" for x in rows)
@@ -378,12 +383,8 @@ def _scaling(results, t, r):
                 + (f" ({RESOLUTION['bootstrap_level']:.0%} bootstrap interval over seeds "
                    f"[{low:.2f}, {high:.2f}])" if low is not None else
                    " (one seed: no interval over seeds)")
-                + "; references over these T: q log T "
-                + fmt(loglog_slope(lens, [math.log(T) for T in lens]) if len(lens) > 1 else None,
-                      ".2f")
-                + ", (q log T)^2 "
-                + fmt(2 * loglog_slope(lens, [math.log(T) for T in lens]) if len(lens) > 1
-                      else None, ".2f") + ", T 1.00"
+                + f"; references over these T: q log T {fmt(log_slope, '.2f')}, (q log T)^2 "
+                + fmt(log_slope and 2 * log_slope, ".2f") + ", T 1.00"
                 + "".join(f"; T={T}: width d + pe_dim* {d + x['star']} against the FCN's m* "
                           f"{fcn[T]['star'] or '> ' + str(fcn[T]['stop'])}"
                           for x in rows for T in [x["seq_len"]] if T in fcn and x["star"]))
@@ -409,9 +410,7 @@ def _tightness(results, t, r):
              _doubling_gate(s["check"], "m*")]
     conditions = [("pass" if x["star"] is not None and x["star"] <= factor * x["td"] else "fail",
                    "") for x in rows]
-    own = {}
-    for p in s["critical_per_seed"]:
-        own.setdefault(p["seed"], {})[p["seq_len"]] = p["star"]
+    own = _own_stars(s)
     per_seed = [all(own.get(seed, {}).get(x["seq_len"]) is not None for x in rows)
                 for seed in seeds]
     zero = zero_predictor_loss(d, config.n_selected)
