@@ -100,14 +100,9 @@ def _present(section):
 
 
 def sentences(results):
-    """One sentence per encoding and model, generated from its numbers (measured).
-
-    Each gives R^2 at T and at the largest length and the mean beyond T,
-    whether it learns the task at T (R^2 >= 0.85, the bar of the issue that
-    asked for the encodings), what share of its R^2 at T it keeps beyond T
-    (or that it does no better than predicting 0 there, R^2 <= 0.05), and
-    where it stands against the paper's model (stochastic, one draw) beyond T.
-    """
+    """One sentence per encoding and model from its numbers: R^2 at T, at the largest
+    length and beyond T, whether it learns the task at T (``LEARNS_AT_T``), what it
+    keeps beyond T, and where it stands against the paper's model there."""
     config, section = config_of(results), results["encodings"]
     T, top = config.seq_len, max(config.length_factors)
 

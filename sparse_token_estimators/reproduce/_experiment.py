@@ -10,14 +10,12 @@ from ._config import ReproductionConfig
 
 
 class Experiment:
-    """Base class of the reproduction's experiments; override what applies.
+    """Base class of the reproduction's experiments (each imports shared modules only).
 
     Attributes
     ----------
-    name : str
-        Key of its section in the results dict and stem of its files.
-    title : str
-        Heading in summary.md.
+    name, title : str
+        Key of its section in the results and stem of its files; its heading.
     tables : dict
         ``{csv file name: key of its rows in the section}``.
     """

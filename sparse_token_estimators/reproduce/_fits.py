@@ -118,7 +118,7 @@ def fit_job(config, fit, seed, pool=0):
         X_test, y_test = task(config, fit.seq_len, config.n_test, "test", seed)
         record.update(train_r2=float(r2_score(y, model.predict(X))),
                       test_r2=float(r2_score(y_test, model.predict(X_test))))
-        # a learning curve's fit records its wall time alone, as it always has
+        # a learning curve's fit records its wall time alone (fit_cpu_s NaN, explained)
         record.update(fit_s=fit_s, score_s=time.perf_counter() - start - fit_s,
                       fit_cpu_s=math.nan)
         return fit, seed, record

@@ -65,9 +65,8 @@ def smallest_n(sizes, r2, target):
     Returns
     -------
     n : float or None
-        Interpolated linearly in log n between the first size at or above
-        the target and the one before it; the smallest size when it already
-        reaches the target; None when no size does.
+        Interpolated in log n before the first size at or above the target;
+        the smallest size if it reaches it; None if none does.
     how : {"interpolated", "at or below the grid", "not reached"}
 
     Examples

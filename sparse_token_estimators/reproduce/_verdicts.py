@@ -81,15 +81,10 @@ def r2_se(r2, n, d, k=1):
 
 def verdict(name, *, model, statement, evidence, per_seed, gates=(), conditions=(),
             checks=(), note=None):
-    """A verdict from its gates and conditions.
-
-    ``gates``: ``(ok, reason)``; a gate not met makes it inconclusive with
-    its reason (the run cannot decide). ``conditions``: ``(state, text)``
-    with state "pass", "fail" or "unresolved": any "fail" makes it not
-    supported, else any "unresolved" inconclusive. ``per_seed``: whether
-    each seed's own numbers meet the conditions. ``checks``: what
-    mathematics guarantees, ``(text, passed)``, reported apart.
-    """
+    """A verdict: a ``gates`` ``(ok, reason)`` not met makes it inconclusive; else any
+    ``conditions`` ``(state, text)`` "fail" makes it not supported, any "unresolved"
+    inconclusive. ``per_seed``: each seed's own outcome; ``checks``: ``(text, passed)``
+    of what mathematics guarantees, reported apart."""
     reasons = [reason for ok, reason in gates if not ok]
     if not reasons:
         states = [state for state, _ in conditions]
@@ -450,14 +445,11 @@ VERDICTS = (("width_separation", lambda res, t, r: _separation(res, t, r, popula
 def assess_claims(results, thresholds=THRESHOLDS, resolution=RESOLUTION):
     """Judge each verdict whose experiment ran: supported, not supported or inconclusive.
 
-    Returns a list of dicts with ``claim``, ``model`` (the model judged),
-    ``statement``, ``verdict`` (one of ``OUTCOMES``, judged on the mean over
-    seeds), ``supported`` (``verdict == "supported"``),
-    ``inconclusive_reasons`` (why the run cannot decide, and what would),
-    ``seeds_supporting`` (how many seeds meet it on their own), ``n_seeds``,
-    ``evidence``, ``note`` and ``sanity_checks`` (what mathematics
-    guarantees, reported apart). ``run`` judges with ``THRESHOLDS``; pass
-    others to judge the same numbers by other standards.
+    Returns a list of dicts: ``claim``, ``model``, ``statement``, ``verdict``
+    (one of ``OUTCOMES``, on the mean over seeds), ``supported``,
+    ``inconclusive_reasons`` (and what would decide), ``seeds_supporting``,
+    ``n_seeds``, ``evidence``, ``note`` and ``sanity_checks``. Other
+    ``thresholds`` judge the same numbers by other standards.
 
     Examples
     --------
