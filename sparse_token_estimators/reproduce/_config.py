@@ -253,13 +253,16 @@ class ReproductionConfig:
         """Training sequences at ``seq_len``: n_samples at T, in proportion elsewhere."""
         return max(1, round(self.n_samples * seq_len / self.seq_len))
 
+    def _above_q(self, lens):
+        return sorted({T for T in lens if T > self.n_selected})
+
     def scaling_seq_lens(self):
         """The T of the transformer's scaling law (each above n_selected)."""
-        return sorted({T for T in self.scaling_lens if T > self.n_selected})
+        return self._above_q(self.scaling_lens)
 
     def tightness_seq_lens(self):
         """The T of the FCN's tightness on the population (each above n_selected)."""
-        return sorted({T for T in self.tightness_lens if T > self.n_selected})
+        return self._above_q(self.tightness_lens)
 
     def tightness_n_train(self, seq_len):
         """Fresh sequences per epoch of the FCN's tightness fits at ``seq_len``."""
@@ -267,9 +270,8 @@ class ReproductionConfig:
 
     def architecture_seq_lens(self):
         """The T of the architectures' width searches (each above n_selected)."""
-        if self.architecture_lens is None:
-            return [self.seq_len]
-        return sorted({T for T in self.architecture_lens if T > self.n_selected})
+        return [self.seq_len] if self.architecture_lens is None \
+            else self._above_q(self.architecture_lens)
 
     def sample_seq_lens(self):
         """The T of the sample-complexity curves (each above n_selected)."""

@@ -15,8 +15,7 @@ __all__ = ["THRESHOLDS", "assess_claims", "save_figures", "summary_markdown", "w
 
 
 def figure_names(results=None):
-    """The file names ``save_figures`` writes, in order (for ``results``: of the
-    experiments that ran)."""
+    """The file names ``save_figures`` writes, in order (of the experiments that ran)."""
     return [name for experiment in EXPERIMENTS
             if results is None or experiment.name in results
             for name in experiment.figures()]
@@ -243,7 +242,6 @@ def summary_markdown(results, *, figures=True):
         [[r["model_name"], r["seq_len"], r["data"], r["fits"], f"{r['cpu_s']:.0f}",
           f"{r['wall_s']:.0f}"] for r in per_model], ["l", "r", "l", "r", "r", "r"])
     if figures:
-        names = [name for experiment in EXPERIMENTS if experiment.name in results
-                 for name in experiment.figures()]
-        lines += ["", "## Figures", ""] + [f"![{name[:-4]}]({name})" for name in names]
+        lines += ["", "## Figures", ""] + [f"![{name[:-4]}]({name})"
+                                           for name in figure_names(results)]
     return "\n".join(lines) + "\n"
