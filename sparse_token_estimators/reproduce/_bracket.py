@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._experiment import summarise
+from ._experiment import find, summarise
 from ._models import model_name
 
 #: what a finished search found
@@ -294,7 +294,7 @@ def critical_rows(config, brackets, summary, extra):
     """One row per T: the critical width found, its bracket and held-out R^2."""
     rows = []
     for T, b in brackets.items():
-        at = next((r for r in summary if r["seq_len"] == T and r["value"] == b.width), None)
+        at = find(summary, seq_len=T, value=b.width)
         rows.append({"seq_len": T, "star": b.width, "lower": b.lower, "status": b.status,
                      "ratio": b.ratio if math.isfinite(b.ratio) else None,
                      "evaluated": [w for w, _ in b.evaluated],

@@ -46,8 +46,8 @@ class LengthGeneralisation(Experiment):
         beyond = []
         for model in MODELS:
             for seed in config.seeds():
-                values = [r["r2"] for r in rows if r["model"] == model and r["seed"] == seed
-                          and r["length"] > T]
+                values = [r["r2"] for r in select(rows, model=model, seed=seed)
+                          if r["length"] > T]
                 beyond.append({"model": model, "model_name": model_name(model, config),
                                "seed": seed,
                                "r2_beyond_T": spread(values)["mean"]})

@@ -135,7 +135,7 @@ class SampleComplexity(Experiment):
                 curve = select(summary, "n_train", model=model, seq_len=T)
                 sizes = [r["n_train"] for r in curve]
                 n, how = smallest_n(sizes, [r["test_r2_mean"] for r in curve], target)
-                first = next((r for r in rows if r["model"] == model and r["seq_len"] == T), {})
+                first = find(rows, model=model, seq_len=T) or {}
                 minimal.append({
                     "model": model, "model_name": model_name(model, config), "seq_len": T,
                     "width": first.get("width"), "steps": first.get("steps"),
