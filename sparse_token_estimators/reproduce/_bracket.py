@@ -17,9 +17,6 @@ import numpy as np
 from ._experiment import find, summarise
 from ._models import model_name
 
-#: what a finished search found
-STATUSES = ("found", "beyond stop", "at start")
-
 
 @dataclass(frozen=True)
 class Bracket:
