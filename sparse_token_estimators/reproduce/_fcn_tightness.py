@@ -24,7 +24,7 @@ from ._bracket import (
     r2_text,
 )
 from ._experiment import Experiment, config_of, fmt, markdown_table
-from ._figures import STYLES, powers_of_two_ticks, pyplot
+from ._figures import STYLES, legend_or_note, powers_of_two_ticks, pyplot
 from ._models import Fit
 
 MODEL = "fcn_tightness"
@@ -168,11 +168,8 @@ def plot_critical_widths(results):
                  f"d={d}, q={config.n_selected}; {config.n_seeds} seeds")
     if plotted:
         powers_of_two_ticks(ax.xaxis, plotted)
-    if ax.get_legend_handles_labels()[0]:  # nothing reached the target: no legend
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    else:
-        ax.text(0.5, 0.5, "no critical width found in this run", ha="center",
-                transform=ax.transAxes)
+    legend_or_note(ax, lambda ax: ax.legend(fontsize=8, loc="upper left",
+                                            bbox_to_anchor=(1.01, 1.0)))
     fig.tight_layout()
     return fig
 

@@ -55,6 +55,15 @@ def legend_below(fig, ax, *, ncol=2):
                       fontsize=MIN_FONT)
 
 
+def legend_or_note(ax, legend):
+    """``legend(ax)``, or where nothing was plotted a note that no critical width was found."""
+    if ax.get_legend_handles_labels()[0]:
+        legend(ax)
+    else:
+        ax.text(0.5, 0.5, "no critical width found in this run", ha="center",
+                transform=ax.transAxes)
+
+
 def band(ax, x, rows, key, *, model, label, errorbars=False, **style):
     """Plot the mean of ``key`` over seeds (summarised ``rows``) against ``x``, with a
     band of +- one standard deviation, or error bars."""

@@ -26,7 +26,7 @@ from ._bracket import (
     r2_text,
 )
 from ._experiment import Experiment, config_of, fmt, loglog_slope, markdown_table
-from ._figures import STYLES, legend_beside, pyplot
+from ._figures import STYLES, legend_beside, legend_or_note, pyplot
 from ._models import Fit
 
 MODEL = "paper_scaling"
@@ -179,11 +179,7 @@ def plot_width_scaling(results):
            title=f"Transformer width scaling, paper's model on the population\n"
                  f"slope {fmt(s['slope'], '.2f')}{_interval(s)}\n(d={config.token_dim}, "
                  f"q={q}; {config.n_seeds} seeds)")
-    if ax.get_legend_handles_labels()[0]:  # nothing reached the target: no legend
-        legend_beside(ax)
-    else:
-        ax.text(0.5, 0.5, "no critical width found in this run", ha="center",
-                transform=ax.transAxes)
+    legend_or_note(ax, legend_beside)
     return fig
 
 
