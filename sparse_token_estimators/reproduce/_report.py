@@ -188,15 +188,9 @@ def summary_markdown(results, *, figures=True):
         t = model["training"]
         lines.append(f"- {model['name']}: Adam, lr={t['lr']}, {t['max_epochs']} epochs, "
                      f"batch {t['batch_size']}.")
-    lines += [
-        "",
-        "Wang, Wei, Hsu & Lee, *Transformers Provably Learn Sparse Token Selection "
-        "While Fully-Connected Nets Cannot* (ICML 2024, arXiv:2406.06893); task of "
-        "Sanford, Hsu & Telgarsky (NeurIPS 2023, arXiv:2306.02896).",
-        "",
-        "## Claims",
-        "",
-    ]
+    lines += ["", "Wang, Wei, Hsu & Lee, *Transformers Provably Learn Sparse Token Selection "
+              "While Fully-Connected Nets Cannot* (ICML 2024, arXiv:2406.06893); task of "
+              "Sanford, Hsu & Telgarsky (NeurIPS 2023, arXiv:2306.02896).", "", "## Claims", ""]
     lines += [f"The thresholds were fixed on {FIXED_ON}, before any run that judges them, "
               "and are the same for every run: results.json records them under 'thresholds' "
               "(with 'fixed_on'), and the documentation's reproduction page (section "
@@ -218,13 +212,10 @@ def summary_markdown(results, *, figures=True):
                   f"{c['n_seeds']} support it on their own; model: {c['model']}). "
                   f"{c['statement']}",
                   f"  Evidence: {c['evidence']}."]
-        for reason in c["inconclusive_reasons"]:
-            lines.append(f"  Inconclusive: {reason}.")
-        if c.get("note"):
-            lines.append(f"  Note: {c['note']}")
-        for check in c["sanity_checks"]:
-            lines.append(f"  Sanity check (guaranteed by the theory): {check['check']}: "
-                         f"{'holds' if check['passed'] else 'FAILS'}.")
+        lines += [f"  Inconclusive: {reason}." for reason in c["inconclusive_reasons"]]
+        lines += [f"  Note: {c['note']}"] if c.get("note") else []
+        lines += [f"  Sanity check (guaranteed by the theory): {check['check']}: "
+                  f"{'holds' if check['passed'] else 'FAILS'}." for check in c["sanity_checks"]]
     for experiment in (e for e in EXPERIMENTS if e.name in results):
         lines += ["", f"## {experiment.title}", ""] + experiment.summary(results)
     per_experiment, per_model = timing_rows(results)

@@ -102,7 +102,7 @@ def verdict(name, *, model, statement, evidence, per_seed, gates=(), conditions=
             "sanity_checks": [{"check": text, "passed": bool(ok)} for text, ok in checks]}
 
 
-def _training_gate(config, resolution, what):
+def _training_gate(config, resolution, what="the paper's model"):
     seen = config.n_samples * config.paper_training.max_epochs
     need = resolution["min_training_sequences"]
     return (seen >= need,
@@ -137,7 +137,7 @@ def _separation(results, t, r, *, population):
     scale = transformer_pe_scale(config.seq_len, config.n_selected)
     low, high = t["separation_pe_low"] * scale, t["separation_pe_high"] * scale
     td = config.seq_len * config.token_dim
-    gates = [_training_gate(config, r, "the paper's model"),
+    gates = [_training_gate(config, r),
              (bool(widths), f"no pe_dim of the grid lies in [q log T, 4 q log T] = "
               f"[{low:.1f}, {high:.1f}] with d + pe_dim < T*d = {td}: add one, e.g. "
               f"pe_dim {2 ** math.ceil(math.log2(low))}, or a larger T")]
@@ -204,7 +204,7 @@ def _length(results, t, r):
 
     grid = sorted(p for p in config.pe_dims)
     span = grid[-1] / grid[0] if grid else 0
-    gates = [_training_gate(config, r, "the paper's model"),
+    gates = [_training_gate(config, r),
              (config.length_pe_dim == t["length_pe_dim"],
               f"the verdict is fixed at pe_dim {t['length_pe_dim']}; this run's "
               f"length_pe_dim is {config.length_pe_dim}"),
@@ -298,7 +298,7 @@ def _alignment(results, t, r):
                    f"ends with mean alignment <W, I> / (||W||_F sqrt(d_p)) >= "
                    f"{t['alignment_final']}."),
         evidence=evidence, per_seed=[final(s) >= t["alignment_final"] for s in seeds],
-        gates=[_training_gate(config, r, "the paper's model")],
+        gates=[_training_gate(config, r)],
         conditions=[(compare(value, t["alignment_final"], at_least=True),
                      "no alignment was recorded")], checks=[check])
 
