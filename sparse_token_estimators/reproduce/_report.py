@@ -165,8 +165,7 @@ def summary_markdown(results, *, figures=True):
     config, theory = config_of(results), results["theory"]
     seeds = ", ".join(str(seed) for seed in config.seeds())
     lines = [
-        "# Sparse token selection: reproduction summary",
-        "",
+        "# Sparse token selection: reproduction summary", "",
         f"Task: T={config.seq_len} tokens of dimension d={config.token_dim}, "
         f"q={config.n_selected} selected; {config.n_samples} training sequences at T "
         f"(in proportion to T elsewhere), {config.n_test} validation and {config.n_test} "
@@ -174,16 +173,12 @@ def summary_markdown(results, *, figures=True):
                          "and models: every number is a mean ± sd over the seeds (per seed "
                          "in the CSV files and results.json)." if config.n_seeds > 1 else
                          f"**1 seed** ({seeds}): no spread over seeds to show.")
-        + f" Run time {results['elapsed_s']:.0f} s.",
-        "",
+        + f" Run time {results['elapsed_s']:.0f} s.", "",
         "Units: losses are squared errors summed over the d coordinates (predicting 0 "
         f"scores d/q = {theory['zero_predictor_loss']:.3f}; skorch's `train_loss` is the "
         "per-coordinate MSE, d times smaller, and appears here multiplied by d); R^2 is "
-        "scikit-learn's, averaged over the d outputs.",
-        "",
-        "Models (every row and legend names one):",
-        "",
-    ]
+        "scikit-learn's, averaged over the d outputs.", "",
+        "Models (every row and legend names one):", ""]
     for model in results["models"].values():
         t = model["training"]
         lines.append(f"- {model['name']}: Adam, lr={t['lr']}, {t['max_epochs']} epochs, "
