@@ -9,7 +9,7 @@ above ``alignment_final`` (mean over seeds, and seed by seed), however early
 in training it got there.
 """
 
-from ._experiment import Experiment, config_of, fmt_spread, markdown_table, summarise
+from ._experiment import Experiment, config_of, fmt_spread, markdown_table, select, summarise
 from ._figures import band, legend_below, pyplot, task_title
 from ._models import Fit
 
@@ -38,8 +38,7 @@ class Alignment(Experiment):
 
     def summary(self, results):
         config, section, names = config_of(results), results[self.name], results["models"]
-        paper = sorted((r for r in section["summary"] if r["model"] == "paper"),
-                       key=lambda r: r["step"])
+        paper = select(section["summary"], "step", model="paper")
         shown = [r for r in paper if r["step"] in (0, 1, 2, 4, 8, 16, 32, 64, 128)
                  or r is paper[-1]]
         lines = [f"{names['paper']['name']}, pe_dim={config.length_pe_dim}: alignment and "
@@ -64,8 +63,7 @@ def plot_alignment(results):
     first = min((r["sequences_seen_mean"] for r in section["summary"]
                  if r["sequences_seen_mean"] > 0), default=1)
     for model in MODELS:
-        rows = sorted((r for r in section["summary"] if r["model"] == model),
-                      key=lambda r: r["step"])
+        rows = select(section["summary"], "step", model=model)
         x = [r["sequences_seen_mean"] for r in rows]
         band(ax, x, rows, "alignment", model=model, label=results["models"][model]["name"])
         band(ax_scale, x, rows, "w_scale", model=model, label=None)

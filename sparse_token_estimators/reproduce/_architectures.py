@@ -1,24 +1,15 @@
 """More architectures (beyond the paper): smallest widths and R^2 per length, measured.
 
-Beside the paper's one-layer transformer and the fully-connected net, the
-package's standard transformer encoder (:class:`~sparse_token_estimators.
+The package's transformer encoder (:class:`~sparse_token_estimators.
 SparseTokenEncoder`, one block, one head, attention pooling) and recurrent
-nets (:class:`~sparse_token_estimators.SparseTokenRNN`) at T = ``seq_len``:
-
-- the smallest width (``d_model``, ``hidden_size``) whose mean validation R^2
-  over the seeds reaches the scaling law's target (0.8), by the same
-  bracketing search (:mod:`._bracket`, refined to a factor sqrt(2)), for the
-  encoder without positional encoding, the GRU and the LSTM;
-- held-out R^2 at the named lengths up to 8T at ``architecture_width``, for
-  the encoder with each of its encodings (the tables hold 8T positions) and
-  each cell.
-
-Every fit trains on the population (``architecture_n_train`` fresh
-sequences every epoch) with ``architecture_training``, one setting for all
-of them, chosen on a validation set of fresh sequences before this
-experiment, from two learning rates and two batch sizes. One encoder block
-with one head (any d_model is allowed: two heads would need an even one).
-Nothing here is a claim of the paper and nothing is judged.
+nets (:class:`~sparse_token_estimators.SparseTokenRNN`): the smallest width
+(``d_model``, ``hidden_size``) whose mean validation R^2 reaches 0.8, by the
+bracketing search of :mod:`._bracket`, for the encoder without positional
+encoding, the GRU and the LSTM; and held-out R^2 at the named lengths up to
+8T at ``architecture_width`` for the encoder with each encoding and each
+cell. All train on the population with ``architecture_training``, one
+setting chosen on a validation set before this experiment. Nothing here is
+judged.
 """
 
 import math
@@ -26,7 +17,16 @@ import math
 from ..architectures import CELLS, ENCODER_ENCODINGS
 from ..theory import fcn_critical_width
 from ._bracket import REFINE, TARGET_R2, BracketSearch, bracket_text, fit_rounds, r2_text
-from ._experiment import Experiment, config_of, find, fmt, fmt_spread, markdown_table, summarise
+from ._experiment import (
+    Experiment,
+    config_of,
+    find,
+    fmt,
+    fmt_spread,
+    markdown_table,
+    select,
+    summarise,
+)
 from ._figures import MIN_FONT, length_axes, pyplot, task_title
 from ._models import Fit, model_name
 
@@ -182,7 +182,7 @@ def sentences(results):
     out, lens = [], _lens(s)
     for model, what in (("encoder_none", "The encoder without positional encoding"),
                         ("gru", "The GRU"), ("lstm", "The LSTM")):
-        rows = sorted((r for r in s["critical"] if r["model"] == model), key=_order)
+        rows = select(s["critical"], _order, model=model)
         if not rows:
             continue
         if len(lens) == 1:
@@ -224,30 +224,36 @@ def sentences(results):
 
 #: one marker per model of the length panel: curves that coincide stay told apart
 MARKERS = dict(zip(LENGTH_MODELS, "osv^D<>phX*P"))
+#: one colour per model, the same in both panels, none of a reference line's (black:
+#: T d and R^2 = 0; red: the FCN bound's width; gray: the training length)
+COLORS = {"encoder_none": "tab:blue", "gru": "tab:green", "lstm": "tab:orange",
+          "rnn": "tab:cyan", "encoder_stochastic": "tab:purple", "encoder_fixed": "tab:brown",
+          "encoder_sinusoidal": "tab:pink", "encoder_learned": "tab:olive",
+          "encoder_randomized": "navy", "encoder_rope": "goldenrod"}
+#: octaves of T between the "not reached" markers of models that share a point
+NOT_REACHED_SPREAD = 0.12
 
 
 def plot_architectures(results):
     """Smallest width per architecture against T d and the FCN bound; R^2 per length."""
     plt = pyplot()
     config, s = config_of(results), results["architectures"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.2), layout="constrained",
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.6), layout="constrained",
                                       width_ratios=(1, 1.6))
     if len(_lens(s)) == 1:
         _width_bars(left, s)
     else:
         _width_lines(left, s)
     for model in _present(s):
-        rows = sorted((r for r in s["lengths_summary"] if r["model"] == model),
-                      key=lambda r: r["length"])
+        rows = select(s["lengths_summary"], "length", model=model)
         right.errorbar([r["length"] for r in rows], [r["r2_mean"] for r in rows],
                        yerr=[r["r2_sd"] for r in rows], capsize=2, marker=MARKERS[model],
-                       markersize=4, label=results["models"][model]["name"].split(" (")[0],
+                       markersize=4, color=COLORS[model],
+                       label=results["models"][model]["name"].split(" (")[0],
                        linestyle="-" if model.startswith("encoder_") else "--")
     length_axes(right, config, s["lengths_summary"], title=f"Width {s['width']}, trained at T")
-    handles, names = (sum(pair, []) for pair in zip(left.get_legend_handles_labels(),
-                                                     right.get_legend_handles_labels()))
-    # one legend for both panels, below them (``legend_below``'s place and size)
-    fig.legend(handles, names, loc="outside lower center", ncol=4, fontsize=MIN_FONT)
+    for ax, ncol in ((left, 2), (right, 3)):  # one legend per panel, below it
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=ncol, fontsize=MIN_FONT)
     fig.suptitle(f"More architectures (beyond the paper; {task_title(config)})",
                  fontsize=MIN_FONT + 2)
     return fig
@@ -261,7 +267,7 @@ def _width_bars(ax, s):
               for r in s["critical"]]
     stars = [r["star"] or 0 for r in s["critical"]]
     td, bound = s["critical"][0]["td"], s["critical"][0]["fcn_bound_width"]
-    ax.bar(range(len(stars)), stars, color="tab:blue")
+    ax.bar(range(len(stars)), stars, color=[COLORS[r["model"]] for r in s["critical"]])
     ax.axhline(td, color="black", linestyle="--", label=f"T d = {td}")
     ax.axhline(bound, color="tab:red", linestyle=":",
                label=f"FCN bound's width for R^2 {s['target_r2']}")
@@ -279,16 +285,25 @@ def _width_lines(ax, s):
     ax.plot(lens, [by_T[T]["td"] for T in lens], color="black", linestyle="--", label="T d")
     ax.plot(lens, [by_T[T]["fcn_bound_width"] for T in lens], color="tab:red", linestyle=":",
             label=f"FCN bound's width for R^2 {s['target_r2']}")
-    for model, color in zip(SEARCHED, ("tab:blue", "tab:green", "tab:orange")):
-        rows = sorted((r for r in s["critical"] if r["model"] == model), key=_order)
+    # models not reached at the same (T, width): their markers spread sideways
+    missed = [r for r in sorted(s["critical"], key=_order) if not r["star"]]
+    sharing = {}
+    for r in missed:
+        sharing.setdefault((r["seq_len"], max(r["evaluated"])), []).append(r["model"])
+    for model in SEARCHED:
+        rows = select(s["critical"], _order, model=model)
         name = rows[0]["model_name"].split(" (")[0].replace("transformer encoder, ", "encoder, ")
         found = [r for r in rows if r["star"]]
         ax.plot([r["seq_len"] for r in found], [r["star"] for r in found], marker=MARKERS[model],
-                color=color, label=name)
-        missed = [r for r in rows if not r["star"]]
-        if missed:
-            ax.scatter([r["seq_len"] for r in missed], [max(r["evaluated"]) for r in missed],
-                       marker="^", s=50, color=color, label=f"{name}: not reached up to here")
+                color=COLORS[model], label=name)
+        for r in (r for r in missed if r["model"] == model):
+            point = (r["seq_len"], max(r["evaluated"]))
+            k, i = len(sharing[point]), sharing[point].index(model)
+            ax.scatter(point[0] * 2 ** (NOT_REACHED_SPREAD * (i - (k - 1) / 2)), point[1],
+                       marker="^", s=50, color=COLORS[model], zorder=3)
+    if missed:
+        ax.scatter([], [], marker="^", s=50, color="gray",
+                   label="not reached up to this width (colour: the model)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xticks(lens, [str(T) for T in lens])

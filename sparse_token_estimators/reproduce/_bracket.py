@@ -1,20 +1,12 @@
 """The bracketing search: the smallest integer width whose score reaches a target.
 
-A critical width (the smallest ``pe_dim`` or ``hidden_width`` whose mean
-validation R^2 reaches 0.8) is found without a full grid: grow the width
-geometrically from ``start`` until the score reaches the target, then bisect
-in log space between the last failing and the first passing width until
-their ratio is at most ``refine`` (or they are neighbouring integers). The
-score is assumed to rise with the width; the search never evaluates a width
-twice.
-
-:class:`BracketSearch` is asked for the widths of the next round and told
-their scores. Several searches run in lock-step through :func:`lockstep`
-(a generator: it yields a round's widths and receives their scores), so
-that one round holds the fits of all of them. The
-experiments' critical-width searches (:func:`critical_searches`) are
-generators of fits on top of it: they yield the fits of a round and receive
-their records, and the run merges the rounds of every search.
+Grow the width geometrically from ``start`` until the score reaches the
+target, then bisect in log space between the last failing and the first
+passing width until their ratio is at most ``refine`` (the score is assumed
+to rise with the width; no width is evaluated twice). :class:`BracketSearch`
+is ask/tell; :func:`lockstep` runs several in one round; the experiments'
+critical-width searches (:func:`critical_searches`) are generators of fits
+on top of them, whose rounds the run merges.
 """
 
 import math
@@ -22,10 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._experiment import summarise
-
-#: what a finished search found
-STATUSES = ("found", "beyond stop", "at start")
+from ._experiment import find, summarise
+from ._models import model_name
 
 
 @dataclass(frozen=True)
@@ -34,22 +24,18 @@ class Bracket:
 
     Attributes
     ----------
-    width : int or None
-        The smallest evaluated width whose score reaches the target; None
-        when none does (status "beyond stop").
+    width, upper : int or None
+        The smallest evaluated width whose score reaches the target (None:
+        status "beyond stop").
     lower : int or None
-        The largest evaluated width below ``width`` whose score fails (the
-        crossing lies in (lower, width]); None when the smallest evaluated
-        width passes (status "at start"). With status "beyond stop", the
-        largest width evaluated.
-    upper : int or None
-        The smallest passing width (= ``width``).
+        The largest failing width below it (the crossing is in (lower,
+        width]); None with status "at start"; the widest fitted with status
+        "beyond stop".
     evaluated : tuple of (int, float)
         Every evaluated width and its score, in increasing width.
     status : {"found", "beyond stop", "at start"}
-        "found": bracketed to within ``refine``; "beyond stop": no width up
-        to ``stop`` reaches the target; "at start": the smallest width
-        allowed passes, so the crossing is at or below it.
+        Bracketed to within ``refine``; no width up to ``stop`` reaches the
+        target; the smallest width allowed passes.
     """
 
     width: int | None
@@ -75,12 +61,9 @@ class BracketSearch:
         The first width evaluated (>= 1).
     target : float
         A width passes when its score is >= ``target`` (NaN fails).
-    stop : int, optional
-        The largest width the search may evaluate; None: no limit.
-    floor : int, optional
-        When ``start`` already passes, shrink by ``factor`` down to
-        ``floor`` to bracket the crossing from below; None: report "at
-        start" at once.
+    stop, floor : int, optional
+        The largest width it may evaluate; when ``start`` passes, the
+        smallest it shrinks to (None: no limit; report "at start" at once).
     factor : float, default=2.0
         Growth (and shrink) factor of the first phase, > 1.
     refine : float, default=sqrt(2)
@@ -206,13 +189,11 @@ def lockstep(searches):
                 search.tell([w for w, _ in own], [s for _, s in own])
 
 
-# The critical-width searches of the experiments (the transformer's scaling law,
-# the FCN's tightness, the architectures): generators of fits on the searches
-# above. Each yields the fits of its next round and receives their records
-# ``{(fit, seed): record}`` for every seed; its path depends only on those.
+# The experiments' critical-width searches: generators that yield the fits of a
+# round and receive their records ``{(fit, seed): record}``; their path depends
+# only on those.
 
-#: the critical width's target: the smallest width whose mean validation R^2
-#: reaches it (fixed in ``_verdicts.THRESHOLDS`` as ``scaling_target_r2``)
+#: the mean validation R^2 a critical width reaches (``_verdicts.THRESHOLDS``)
 TARGET_R2 = 0.8
 #: bisect until the bracket is within this factor (verdict 4: sqrt(2) or finer)
 REFINE = 2 ** 0.5
@@ -238,13 +219,9 @@ def fit_rounds(config, searches, make_fit):
 
 
 def sequential_searches(config, lens, make_fit, start, *, floor, stop):
-    """Generator: one bracketing search per T, in increasing T, each starting at the
-    one before's.
-
-    ``make_fit(T, width)`` is the fit of a width at T; ``start(T, previous)``
-    the first width at T given the previous T's :class:`Bracket` (None at
-    the first); ``floor(T)``, ``stop(T)`` its limits. Returns ``{T: Bracket}``.
-    """
+    """Generator: one search per T, in increasing T; ``make_fit(T, width)``,
+    ``start(T, previous Bracket or None)``, limits ``floor(T)``, ``stop(T)``.
+    Returns ``{T: Bracket}``."""
     found, previous = {}, None
     for T in lens:
         first = min(max(start(T, previous), floor(T)), stop(T))
@@ -314,7 +291,7 @@ def critical_rows(config, brackets, summary, extra):
     """One row per T: the critical width found, its bracket and held-out R^2."""
     rows = []
     for T, b in brackets.items():
-        at = next((r for r in summary if r["seq_len"] == T and r["value"] == b.width), None)
+        at = find(summary, seq_len=T, value=b.width)
         rows.append({"seq_len": T, "star": b.width, "lower": b.lower, "status": b.status,
                      "ratio": b.ratio if math.isfinite(b.ratio) else None,
                      "evaluated": [w for w, _ in b.evaluated],
@@ -335,3 +312,24 @@ def r2_text(row):
     if row["test_r2_mean"] is None:
         return "-"
     return f"{row['test_r2_mean']:.3f} ± {row['test_r2_sd']:.3f}"
+
+
+def critical_section(config, records, found, make_fit, parameter, model, extra, check):
+    """A critical-width experiment's section: every fitted point and its mean over seeds,
+    a row per T (with ``extra(T)``), each seed's own width, and the doubling check
+    (with ``check``: its T and sequences)."""
+    brackets, checked = found
+    points, summary = collect_points(config, records, brackets, make_fit, parameter)
+    return {"target_r2": TARGET_R2, "refine": REFINE, "model": model,
+            "model_name": model_name(model, config), "points": points, "summary": summary,
+            "critical": critical_rows(config, brackets, summary, extra),
+            "critical_per_seed": per_seed_rows(points, brackets, config.seeds()),
+            "check": None if checked is None else {**check, **checked}}
+
+
+def check_line(check, lower, upper, star):
+    """The doubling check in words: ``lower``/``upper`` name its widths (``"pe_dim 4"``)."""
+    return (f"Check at T={check['seq_len']} with {check['n_train']} sequences every epoch "
+            f"(twice the steps): mean validation R^2 {check['lower_r2']:.3f} at {lower}, "
+            f"{check['upper_r2']:.3f} at {upper}: {star} "
+            + ("unchanged." if check["unchanged"] else "CHANGED (the steps set it)."))

@@ -27,12 +27,9 @@ class Training:
     batch_size : int, default=256
         Sequences per step.
     lr_ref_width : int, default=0
-        0: ``lr`` at every width. Otherwise ``lr`` is the rate at this
-        width and a fit of width w uses ``lr * sqrt(lr_ref_width / w)``
-        (:meth:`lr_at`): the paper's model at a fixed ``lr`` trains worse
-        as ``pe_dim`` grows (Adam moves every entry of the d_p x d_p matrix
-        W by about ``lr`` a step, so the noise in W grows with d_p; see
-        docs/reproduction.rst, "Transformer width scaling").
+        0: ``lr`` at every width; otherwise a fit of width w uses
+        ``lr * sqrt(lr_ref_width / w)`` (the paper's model at a fixed ``lr``
+        trains worse as ``pe_dim`` grows; docs/reproduction.rst).
 
     Examples
     --------
@@ -58,6 +55,10 @@ class Training:
         return math.ceil(n_train / self.batch_size) * self.max_epochs
 
 
+#: the seeds a fit takes (scikit-learn's ``random_state``): 0 to 2**32 - 1
+MAX_SEED = 2**32 - 1
+
+
 @dataclass(frozen=True)
 class ReproductionConfig:
     """Every number of one reproduction run; ``QUICK`` and ``PAPER`` are the presets.
@@ -67,125 +68,78 @@ class ReproductionConfig:
     seq_len, token_dim, n_selected : int
         The task: T tokens of dimension d, q of them averaged.
     n_samples : int
-        Training sequences at T = ``seq_len``; at other T (the learning
-        curves' pools aside) in proportion to T.
-    n_test : int
-        Validation sequences (to choose widths) and, apart, held-out
-        sequences (to report them), at each T.
-    n_length_test : int
-        Held-out sequences at each length of the dense length grid.
-    n_seeds : int
+        Training sequences at T = ``seq_len`` (in proportion to T elsewhere).
+    n_test, n_length_test : int
+        Validation and, apart, held-out sequences at each T; held-out
+        sequences at each length of the dense length grid.
+    n_seeds, seed : int
         Seeds ``seed, seed + 1, ...``; each draws its own data and models.
-    seed : int
-        The first seed.
-    pe_dims : tuple of int
-        ``pe_dim`` grid of the paper's model (one positional draw): width
-        d + pe_dim against the FCN, held-out R^2 at 4T against pe_dim.
-    ensemble_pe_dims : tuple of int
-        ``pe_dim`` grid of the package's extension, ``n_pe_draws`` draws.
-    n_pe_draws : int
-        Positional draws the extension averages its attention over.
-    length_pe_dim : int
-        ``pe_dim`` of the length-generalisation and alignment fits.
+    pe_dims, ensemble_pe_dims : tuple of int
+        ``pe_dim`` grids of the paper's model (one positional draw) and of
+        the package's extension (``n_pe_draws`` draws).
+    n_pe_draws, length_pe_dim : int
+        The extension's positional draws; ``pe_dim`` of the
+        length-generalisation and alignment fits.
     paper_training, ensemble_training, fcn_training : Training
         How the paper's model (and the fixed-PE baseline), the extension and
-        the FCN are trained.
+        the FCN train.
     fcn_span : (float, float)
-        The FCN's ``hidden_width`` grid: the powers of two between these
-        multiples of T d, and at T = ``seq_len`` also the transformer widths
-        below T d (equal widths).
+        FCN widths: the powers of two between these multiples of T d (and at
+        T = ``seq_len`` the transformer widths below T d).
     length_factors : tuple of int
-        Named test lengths, multiples of ``seq_len``, including 1 and 4 (the
-        length claim is judged at T and 4T); the largest ends the dense
-        length grid.
+        Named test lengths, multiples of ``seq_len``, including 1 and 4; the
+        largest ends the dense length grid of ``n_lengths`` points from q.
     n_lengths : int
-        Points of the dense length grid, from q to the largest length.
-    scaling_lens : tuple of int
-        The T of the transformer's scaling law (verdict 4: at least 5
-        values spanning at least 16x; those not above ``n_selected`` are
-        dropped).
-    scaling_training : Training
-        How the paper's model (one positional draw) trains in the scaling
-        law, on the population (``scaling_n_train`` fresh sequences every
-        epoch, at every T).
-    scaling_n_train : int
-        Fresh sequences per epoch in the scaling law.
-    scaling_pe_start : int
-        The first ``pe_dim`` of the search at the smallest T; each later T
-        starts from the ``pe_dim*`` of the one before, and a passing start
-        is followed down to ``scaling_pe_floor``.
-    scaling_pe_floor, scaling_pe_stop : int
-        The smallest and largest ``pe_dim`` the search may fit.
+        Points of the dense length grid.
+    scaling_lens, scaling_training, scaling_n_train : tuple, Training, int
+        The T of the transformer's scaling law (verdict 4; those not above
+        q dropped), its training and fresh sequences per epoch.
+    scaling_pe_start, scaling_pe_floor, scaling_pe_stop : int
+        The search's first ``pe_dim`` at the smallest T (later T start from
+        the ``pe_dim*`` before), and the smallest and largest it may fit.
     scaling_check_len : int or None
-        The T at which the scaling law is refitted with twice the
-        sequences (and steps) at the two widths around its crossing, to
-        check that they do not set ``pe_dim*``; None: no check (the verdict
-        is then inconclusive).
-    tightness_lens : tuple of int
-        The T of the FCN's tightness on the population (verdict 5: at least
-        3 values).
-    tightness_training : Training
-        How the FCN trains there, on ``tightness_n_train(T)`` fresh
-        sequences every epoch.
+        The T where the two widths around the crossing are refitted with
+        twice the sequences (and steps); None: no check (inconclusive).
+    tightness_lens, tightness_training : tuple, Training
+        The T of the FCN's tightness on the population (verdict 5), its
+        training.
     tightness_samples : int
         Fresh sequences per epoch at T = 8 (in proportion to T elsewhere).
     tightness_check_len : int or None
         As ``scaling_check_len``, for the FCN.
     trace_steps_per_doubling : int
-        Density of the alignment record (points per doubling of the steps).
+        Points of the alignment record per doubling of the steps.
     population_pe_dims : tuple of int
-        ``pe_dim`` grid of the population experiment (those with d + pe_dim
-        below T d): the paper's model there, the FCN at the widths
-        d + pe_dim, the ensemble at those also in ``ensemble_pe_dims``;
-        each trained on the population and on a fixed sample.
+        ``pe_dim`` grid of the population experiment (d + pe_dim below T d).
     randomized_ensemble : bool
-        Fit the randomized encoding's ``n_pe_draws``-draw ensemble (the
-        package's extension) beside its one-draw model in the encodings
-        experiment. Off in ``QUICK`` and ``PAPER``: at ``length_pe_dim`` it
-        costs as much as the other encodings and the stochastic ensemble
-        together, and the stochastic ensemble already shows what the draws
-        buy.
+        Also fit the randomized encoding's ensemble in the encodings
+        experiment (off in the presets: it costs as much as the others).
     sample_factors : tuple of float
         The T of the sample-complexity curves, as multiples of ``seq_len``.
-    sample_sizes : tuple of int
-        Training-set sizes of the transformers' learning curves.
-    sample_fcn_sizes : tuple of int
-        Training-set sizes of the FCN's learning curves.
+    sample_sizes, sample_fcn_sizes : tuple of int
+        Training-set sizes of the transformers' and the FCN's learning curves.
     sample_pe_dim : int
         ``pe_dim`` of both transformers in the learning curves.
     sample_fcn_factor : float
-        The FCN's ``hidden_width`` in the learning curves: the smallest
-        power of two >= this multiple of T d.
+        The FCN's width there: the smallest power of two >= this times T d.
     sample_budget : int
-        Every fit of a learning curve takes the optimisation steps its
-        model's training takes on this many sequences (its epochs, its
-        batch size), whatever its own training-set size.
+        Every learning-curve fit takes the steps its model's training takes
+        on this many sequences.
     sample_target_r2 : float
         The held-out R^2 whose smallest training-set size is reported.
-    architecture_training : Training
-        How the architectures beyond the paper's (the transformer encoder,
-        the recurrent nets) train, on the population.
-    architecture_n_train : int
-        Their fresh sequences per epoch (at T = ``seq_len``).
-    architecture_width : int
-        ``d_model`` / ``hidden_size`` of their fits scored per length.
+    architecture_training, architecture_n_train, architecture_width : Training, int, int
+        How the architectures beyond the paper train (on the population,
+        fresh sequences per epoch) and their width scored per length.
     architecture_lens : tuple of int or None
-        The T at which their smallest widths are searched; None: ``seq_len``
-        alone (the quick preset), the paper preset the scaling law's T.
+        The T of their width searches; None: ``seq_len`` alone.
     architecture_width_stop : int
-        The widest ``d_model`` / ``hidden_size`` those searches fit (at most
-        4 T d too): a search that reaches it without the target reports the
-        width as not reached up to it.
+        The widest ``d_model`` / ``hidden_size`` searched (at most 4 T d).
     experiments : tuple of str or None
-        The experiments to run, by name (``width_separation``,
-        ``length_generalisation``, ``alignment``, ``width_scaling``,
-        ``fcn_tightness``, ``population``, ``sample_complexity``,
-        ``encodings``, ``architectures``); None: all. Verdicts whose experiment does not run
-        are left out.
+        The experiments to run, by name; None: all.
     device : str
         Passed to the estimators ("auto", "cpu", "cuda").
     n_jobs : int or None
-        Parallel fits in the searches (joblib; -1: all cores).
+        Parallel fits (joblib; -1: all cores).
 
     Examples
     --------
@@ -244,13 +198,26 @@ class ReproductionConfig:
     device: str = "auto"
     n_jobs: int = -1
 
-    def __post_init__(self):
+    def __post_init__(self):  # values a run would fail on late (in a worker, after minutes)
         if not {1, 4} <= set(self.length_factors):
             raise ValueError(
                 f"length_factors={self.length_factors!r} must include 1 and 4: the length "
-                "claim is judged at T and 4T; add them, e.g. (1, 2, 4, 8)."
-            )
-        _check_values(self)
+                "claim is judged at T and 4T; add them, e.g. (1, 2, 4, 8).")
+        T, q = self.seq_len, self.n_selected
+        if not 1 <= q < T:
+            raise ValueError(
+                f"n_selected must be between 1 and seq_len - 1; got n_selected={q} with "
+                f"seq_len={T}: with every token selected (q = T) there is nothing to select, "
+                "and the FCN bound's (T - q) vanishes. Use a smaller n_selected or a larger "
+                "seq_len.")
+        if not 0 <= self.seed <= self.seed + self.n_seeds - 1 <= MAX_SEED:
+            raise ValueError(
+                f"seed must be between 0 and 2**32 - 1 = {MAX_SEED} for every seed of the run "
+                f"(seed to seed + n_seeds - 1); got seed={self.seed} with "
+                f"n_seeds={self.n_seeds}.")
+        if self.n_jobs == 0:
+            raise ValueError("n_jobs must be a non-zero integer or None (-1: all cores, "
+                             "n >= 1: n parallel fits); got 0.")
 
     @classmethod
     def from_dict(cls, fields):
@@ -286,13 +253,16 @@ class ReproductionConfig:
         """Training sequences at ``seq_len``: n_samples at T, in proportion elsewhere."""
         return max(1, round(self.n_samples * seq_len / self.seq_len))
 
+    def _above_q(self, lens):
+        return sorted({T for T in lens if T > self.n_selected})
+
     def scaling_seq_lens(self):
         """The T of the transformer's scaling law (each above n_selected)."""
-        return sorted({T for T in self.scaling_lens if T > self.n_selected})
+        return self._above_q(self.scaling_lens)
 
     def tightness_seq_lens(self):
         """The T of the FCN's tightness on the population (each above n_selected)."""
-        return sorted({T for T in self.tightness_lens if T > self.n_selected})
+        return self._above_q(self.tightness_lens)
 
     def tightness_n_train(self, seq_len):
         """Fresh sequences per epoch of the FCN's tightness fits at ``seq_len``."""
@@ -300,9 +270,8 @@ class ReproductionConfig:
 
     def architecture_seq_lens(self):
         """The T of the architectures' width searches (each above n_selected)."""
-        if self.architecture_lens is None:
-            return [self.seq_len]
-        return sorted({T for T in self.architecture_lens if T > self.n_selected})
+        return [self.seq_len] if self.architecture_lens is None \
+            else self._above_q(self.architecture_lens)
 
     def sample_seq_lens(self):
         """The T of the sample-complexity curves (each above n_selected)."""
@@ -341,30 +310,6 @@ class ReproductionConfig:
         return sorted({int(L) for L in grid} | set(named))
 
 
-#: the seeds a fit takes (scikit-learn's ``random_state``): 0 to 2**32 - 1
-MAX_SEED = 2**32 - 1
-
-
-def _check_values(config):
-    """Refuse values a run would fail on late (in a worker, after minutes)."""
-    T, q = config.seq_len, config.n_selected
-    if not 1 <= q < T:
-        raise ValueError(
-            f"n_selected must be between 1 and seq_len - 1; got n_selected={q} with "
-            f"seq_len={T}: with every token selected (q = T) there is nothing to select, "
-            "and the FCN bound's (T - q) vanishes. Use a smaller n_selected or a larger "
-            "seq_len.")
-    last = config.seed + config.n_seeds - 1
-    if not 0 <= config.seed <= last <= MAX_SEED:
-        raise ValueError(
-            f"seed must be between 0 and 2**32 - 1 = {MAX_SEED} for every seed of the run "
-            f"(seed to seed + n_seeds - 1); got seed={config.seed} with "
-            f"n_seeds={config.n_seeds}.")
-    if config.n_jobs == 0:
-        raise ValueError("n_jobs must be a non-zero integer or None (-1: all cores, "
-                         "n >= 1: n parallel fits); got 0.")
-
-
 #: every experiment, every claim judged over 3 seeds (its time: docs/reproduction.rst)
 QUICK = ReproductionConfig()
 #: T = 20, more samples and a wider pe_dim grid, the scaling law over T = 8 to 256
@@ -382,35 +327,30 @@ PAPER = ReproductionConfig(
     sample_fcn_sizes=(512, 2048, 8192, 32768, 131072, 524288), sample_fcn_factor=4.0,
     sample_budget=32768,
 )
-#: the paper's three claims (verdicts 1-3) alone, over 3 seeds: the quick
-#: run's fits of the paper's model and the fixed
-#: encoding (the same numbers), a pe_dim grid of 5 values over 16x, the FCN at
-#: the widths below T d and one power of two, a 2-draw ensemble beside them
+#: the paper's three claims (verdicts 1-3) alone, over 3 seeds: the quick run's fits
+#: of the paper's model and the fixed encoding, a pe_dim grid of 5 values over 16x,
+#: the FCN at the widths below T d and one power of two, a 2-draw ensemble beside them
 FIRST = ReproductionConfig(
     experiments=("width_separation", "length_generalisation", "alignment"),
     pe_dims=(4, 8, 16, 32, 64), ensemble_pe_dims=(256,), n_pe_draws=2, fcn_span=(0.5, 1.0),
 )
 #: The presets by the name ``--scale`` takes.
 SCALES = {"first": FIRST, "quick": QUICK, "paper": PAPER}
+_TINY = Training(lr=0.01, max_epochs=2, batch_size=16)
 #: seconds on a CPU, for the examples and the tests of the pipeline: exercises
 #: every step of a run, too small to support any claim
 SMOKE = ReproductionConfig(
     seq_len=4, token_dim=2, n_selected=2, n_samples=64, n_test=32, n_length_test=16,
     n_seeds=2, pe_dims=(2, 4), ensemble_pe_dims=(2,), n_pe_draws=2, length_pe_dim=4,
-    paper_training=Training(lr=0.01, max_epochs=2, batch_size=16),
-    ensemble_training=Training(lr=0.01, max_epochs=2, batch_size=16),
-    fcn_training=Training(lr=0.01, max_epochs=2, batch_size=16),
+    paper_training=_TINY, ensemble_training=_TINY, fcn_training=_TINY,
     fcn_span=(1.0, 2.0), length_factors=(1, 4), n_lengths=4,
-    scaling_lens=(3, 4, 6), scaling_training=Training(lr=0.01, max_epochs=2, batch_size=16),
-    scaling_n_train=32, scaling_pe_start=2, scaling_pe_floor=1, scaling_pe_stop=8,
-    scaling_check_len=4, tightness_lens=(3, 4, 6),
-    tightness_training=Training(lr=0.01, max_epochs=2, batch_size=16), tightness_samples=64,
-    tightness_check_len=4, population_pe_dims=(2, 4),
-    architecture_training=Training(lr=0.01, max_epochs=2, batch_size=16),
-    architecture_n_train=32, architecture_width=4,
-    randomized_ensemble=True, sample_factors=(0.75, 1.0), sample_sizes=(2, 8),
-    sample_fcn_sizes=(8, 32), sample_pe_dim=4, sample_fcn_factor=1.0, sample_budget=32,
-    n_jobs=1, device="cpu",
+    scaling_lens=(3, 4, 6), scaling_training=_TINY, scaling_n_train=32, scaling_pe_start=2,
+    scaling_pe_floor=1, scaling_pe_stop=8, scaling_check_len=4, tightness_lens=(3, 4, 6),
+    tightness_training=_TINY, tightness_samples=64, tightness_check_len=4,
+    population_pe_dims=(2, 4), architecture_training=_TINY, architecture_n_train=32,
+    architecture_width=4, randomized_ensemble=True, sample_factors=(0.75, 1.0),
+    sample_sizes=(2, 8), sample_fcn_sizes=(8, 32), sample_pe_dim=4, sample_fcn_factor=1.0,
+    sample_budget=32, n_jobs=1, device="cpu",
 )
 
 

@@ -1,9 +1,7 @@
 """The seeded data of a run: every set is a function of (seed, length, role).
 
-Each experiment that needs the training set of a given seed and length gets
-the same one, and the held-out sets are drawn again where they are used (in
-the search's workers) rather than shipped there: drawing them is cheaper than
-pickling them.
+Held-out sets are drawn again where they are used (in the workers): drawing
+them is cheaper than pickling them.
 """
 
 import numpy as np

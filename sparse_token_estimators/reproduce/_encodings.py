@@ -1,22 +1,12 @@
 """The five positional encodings under one protocol: trained at T, scored at every length to 8T.
 
-Every encoding of ``positional.ENCODINGS`` is put into the paper's model
-(only the positional vectors p_i change; the query z = sum over the selected
-of p_i and the scores p_i^T W z stay) and trained at T with the paper's
-model's training, at ``length_pe_dim``: "stochastic" (fresh random vectors
-per sequence, the paper's model), "fixed" (one random table, the paper's
-baseline), "sinusoidal" (Vaswani et al. 2017), "learned" (a trainable
-table) and "randomized" (Ruoss et al., ACL 2023: sorted random positions out
-of ``max_seq_len`` = 8T). Where ``n_pe_draws`` means something (stochastic,
-randomized), the package's ensemble of draws is shown beside the one-draw
-model, as the extension (the randomized one where ``randomized_ensemble``).
-Each is scored on the dense length grid from q to 8T (within
-``max_seq_len`` for the table encodings: the grid ends there), seed by seed.
-
-Nothing here is a claim of the paper, and nothing is judged: the package
-does not decide which encoding wins. summary.md reports each encoding's
-numbers and a sentence generated from them. The stochastic and fixed fits
-are those of the length-generalisation experiment (shared).
+Each encoding of ``positional.ENCODINGS`` in the paper's model at
+``length_pe_dim`` with the paper's training: "stochastic" (the paper's),
+"fixed" (its baseline), "sinusoidal" (Vaswani et al. 2017), "learned" and
+"randomized" (Ruoss et al., ACL 2023, out of ``max_seq_len`` = 8T); the
+ensemble of draws beside the one-draw model where draws mean something.
+Scored on the dense length grid, seed by seed. Nothing is judged; the
+stochastic and fixed fits are shared with length generalisation.
 """
 
 from ._experiment import (
@@ -25,6 +15,7 @@ from ._experiment import (
     find,
     fmt_spread,
     markdown_table,
+    select,
     spread,
     summarise,
 )
@@ -109,14 +100,9 @@ def _present(section):
 
 
 def sentences(results):
-    """One sentence per encoding and model, generated from its numbers (measured).
-
-    Each gives R^2 at T and at the largest length and the mean beyond T,
-    whether it learns the task at T (R^2 >= 0.85, the bar of the issue that
-    asked for the encodings), what share of its R^2 at T it keeps beyond T
-    (or that it does no better than predicting 0 there, R^2 <= 0.05), and
-    where it stands against the paper's model (stochastic, one draw) beyond T.
-    """
+    """One sentence per encoding and model from its numbers: R^2 at T, at the largest
+    length and beyond T, whether it learns the task at T (``LEARNS_AT_T``), what it
+    keeps beyond T, and where it stands against the paper's model there."""
     config, section = config_of(results), results["encodings"]
     T, top = config.seq_len, max(config.length_factors)
 
@@ -163,8 +149,7 @@ def plot_encodings(results):
     config, section = config_of(results), results["encodings"]
     fig, ax = plt.subplots(figsize=(10.5, 6), layout="constrained")
     for encoding, model in _present(section):
-        rows = sorted((r for r in section["summary"] if r["model"] == model),
-                      key=lambda r: r["length"])
+        rows = select(section["summary"], "length", model=model)
         marker, linestyle = MARKS.get(model, ("o", "--" if MODELS[model].ensemble else "-"))
         band(ax, [r["length"] for r in rows], rows, "r2", model=model,
              label=f"{encoding}: {results['models'][model]['name']}",

@@ -1,13 +1,4 @@
-"""What every experiment is, and the tools experiments share.
-
-An experiment is a subclass of :class:`Experiment` in a module of its own:
-it names the fits it needs (the run fits each distinct one once per seed and
-shares it between experiments), or searches for them round by round, turns
-their records into its section of the results (plain rows: per seed, and
-mean and spread over seeds), and says which tables, Markdown and figures
-show it. The verdicts read those sections (``_verdicts``). An experiment
-imports shared modules only, never another experiment.
-"""
+"""What every experiment is (:class:`Experiment`), and the tools experiments share."""
 
 import math
 from statistics import mean, stdev
@@ -19,14 +10,12 @@ from ._config import ReproductionConfig
 
 
 class Experiment:
-    """Base class of the reproduction's experiments; override what applies.
+    """Base class of the reproduction's experiments (each imports shared modules only).
 
     Attributes
     ----------
-    name : str
-        Key of its section in the results dict and stem of its files.
-    title : str
-        Heading in summary.md.
+    name, title : str
+        Key of its section in the results and stem of its files; its heading.
     tables : dict
         ``{csv file name: key of its rows in the section}``.
     """
@@ -35,22 +24,18 @@ class Experiment:
     title = ""
 
     def fits(self, config):
-        """The :class:`~._fits.Fit` s it needs (each is fitted once per seed)."""
+        """The :class:`~._models.Fit` s it needs (each fitted once per seed, shared)."""
         return []
 
     def search(self, config):
-        """None, or a generator of the fits chosen from the records of earlier ones
-        (after ``fits``): it yields a round's list of fits, receives their records
-        ``{(fit, seed): record}`` for every seed, and returns what it found (passed
-        to ``collect``). The run merges the rounds of every search."""
+        """None, or a generator that yields a round's fits, receives their records
+        ``{(fit, seed): record}`` and returns what it found (for ``collect``)."""
         return None
 
     def collect(self, config, records, found=None):
-        """Its section of the results, from ``records[(fit, seed)]`` and ``found``,
-        what its search returned."""
+        """Its section of the results, from ``records[(fit, seed)]`` and ``found``."""
         raise NotImplementedError
 
-    #: ``{csv file name: key of the rows in its section}``: the tables it writes
     tables = {}
 
     def summary(self, results):
@@ -78,10 +63,8 @@ def spread(values):
 
 
 def summarise(rows, by, values):
-    """Mean and spread over seeds: one row per distinct ``by``, in first-seen order.
-
-    Each value ``v`` becomes ``v_mean``, ``v_sd``, ``v_min``, ``v_max``; ``n_seeds``
-    counts the rows.
+    """One row per distinct ``by`` (first-seen order): each value ``v`` as ``v_mean``,
+    ``v_sd``, ``v_min``, ``v_max``, and ``n_seeds``.
 
     Examples
     --------
@@ -147,9 +130,24 @@ def markdown_table(header, rows, align=None):
         "| " + " | ".join(str(c) for c in row) + " |" for row in rows]
 
 
+def select(rows, by=None, **match):
+    """The rows whose items include ``match``, sorted by the key ``by`` (a name or a
+    function) if given.
+
+    Examples
+    --------
+    >>> select([{"m": "a", "T": 8}, {"m": "b", "T": 4}, {"m": "a", "T": 4}], "T", m="a")
+    [{'m': 'a', 'T': 4}, {'m': 'a', 'T': 8}]
+    """
+    out = [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+    if by is None:
+        return out
+    return sorted(out, key=by if callable(by) else lambda r: r[by])
+
+
 def find(rows, **match):
     """The first row whose items include ``match`` (None if none)."""
-    return next((r for r in rows if all(r.get(k) == v for k, v in match.items())), None)
+    return next(iter(select(rows, **match)), None)
 
 
 def config_of(results):

@@ -1,41 +1,31 @@
 """Verdict 5, FCN tightness: on the population, an FCN of a small multiple of T d reaches R^2 0.8.
 
-The width-aware bound forces every FCN of width m to a loss of at least
-``fcn_lower_bound(T, q, d, m)``: no FCN reaches R^2 0.8 below the width the
-bound allows (``bound_width``, about 0.8 T d; a sanity check). What can
-fail is the other side: that an FCN trained on fresh sequences (data never
-limit it) reaches the target at a small multiple of T d. m* is the smallest
-``hidden_width`` whose mean validation R^2 over the seeds reaches 0.8, found
-at each T of ``tightness_seq_lens()`` (at least 3) by the bracketing search
-of :mod:`._bracket`: from m = T d, doubled up to 4 T d (the verdict's
-limit: a wider FCN is not needed to judge it) or halved down to the bound's
-width, then bisected to a factor sqrt(2). Every fit trains on
-``tightness_n_train(T)`` fresh sequences every epoch
-(``SparseSelectionStream``), with the ``tightness_training`` steps; at
-``tightness_check_len`` the two widths around the crossing are refitted
-with twice the sequences (twice the steps) to check that the steps do not
-set m*.
-
-The figure of the separation at every T: d + pe_dim* of the transformer's
-scaling law and m* of the FCN against T d.
+No FCN reaches R^2 0.8 below the width the width-aware bound allows (about
+0.8 T d; a sanity check). What can fail: m*, the smallest ``hidden_width``
+whose mean validation R^2 reaches 0.8, found at each T of
+``tightness_seq_lens()`` by the bracketing search from m = T d (up to 4 T d,
+the verdict's limit, or down to the bound's width), trained on
+``tightness_n_train(T)`` fresh sequences every epoch, with the doubling
+check at ``tightness_check_len``. The figure: d + pe_dim* of the
+transformer's scaling law and m* of the FCN against T d.
 """
+
+from functools import partial
 
 import numpy as np
 
 from ..theory import fcn_critical_width
 from ._bracket import (
-    REFINE,
     TARGET_R2,
     bracket_text,
-    collect_points,
-    critical_rows,
+    check_line,
     critical_searches,
-    per_seed_rows,
+    critical_section,
     r2_text,
 )
 from ._experiment import Experiment, config_of, fmt, markdown_table
-from ._figures import STYLES, powers_of_two_ticks, pyplot
-from ._models import Fit, model_name
+from ._figures import STYLES, legend_or_note, powers_of_two_ticks, pyplot
+from ._models import Fit
 
 MODEL = "fcn_tightness"
 #: the verdict's limit on m*, in multiples of T d: the search stops there
@@ -57,32 +47,22 @@ class FCNTightness(Experiment):
     def search(self, config):
         d = config.token_dim
         return critical_searches(
-            config, config.tightness_seq_lens(),
-            lambda T, w, factor=1: _fit(config, T, w, factor), lambda T, previous: T * d,
-            floor=lambda T: _floor(config, T), stop=lambda T: MAX_FACTOR * T * d,
+            config, config.tightness_seq_lens(), partial(_fit, config), lambda T, previous: T * d,
+            floor=partial(_floor, config), stop=lambda T: MAX_FACTOR * T * d,
             check_len=config.tightness_check_len)
 
     def collect(self, config, records, found=None):
-        brackets, check = found
-        points, summary = collect_points(config, records, brackets,
-                                         lambda T, w: _fit(config, T, w), "hidden_width")
-        d = config.token_dim
-        rows = critical_rows(config, brackets, summary, lambda T: {
-            "stop": MAX_FACTOR * T * d, "bound_width": _floor(config, T),
-            "n_train": config.tightness_n_train(T),
-            "steps": config.tightness_training.steps(config.tightness_n_train(T)),
-            "star_over_td": None if brackets[T].width is None
-            else brackets[T].width / (T * d),
-            "bound_over_td": _floor(config, T) / (T * d)})
-        per_seed = per_seed_rows(points, brackets, config.seeds())
-        return {"target_r2": TARGET_R2, "refine": REFINE, "max_factor": MAX_FACTOR,
-                "model": MODEL, "model_name": model_name(MODEL, config),
-                "points": points, "summary": summary, "critical": rows,
-                "critical_per_seed": per_seed,
-                "check": None if check is None else {
-                    "seq_len": config.tightness_check_len,
-                    "n_train": 2 * config.tightness_n_train(config.tightness_check_len),
-                    **check}}
+        brackets, d = found[0], config.token_dim
+        check_len = config.tightness_check_len
+        return {"max_factor": MAX_FACTOR, **critical_section(
+            config, records, found, partial(_fit, config), "hidden_width", MODEL, lambda T: {
+                "stop": MAX_FACTOR * T * d, "bound_width": _floor(config, T),
+                "n_train": config.tightness_n_train(T),
+                "steps": config.tightness_training.steps(config.tightness_n_train(T)),
+                "star_over_td": None if brackets[T].width is None
+                else brackets[T].width / (T * d),
+                "bound_over_td": _floor(config, T) / (T * d)},
+            {"seq_len": check_len, "n_train": 2 * config.tightness_n_train(check_len)})}
 
     tables = {"fcn_tightness_points.csv": "points", "fcn_tightness.csv": "critical",
               "fcn_tightness_per_seed.csv": "critical_per_seed"}
@@ -107,10 +87,7 @@ class FCNTightness(Experiment):
                                 ["r", "r", "r", "r", "l", "r", "r", "r", "r", "l"])
         if s["check"]:
             c = s["check"]
-            lines += ["", f"Check at T={c['seq_len']} with {c['n_train']} sequences every "
-                      f"epoch (twice the steps): mean validation R^2 {c['lower_r2']:.3f} at "
-                      f"m={c['lower']}, {c['upper_r2']:.3f} at m={c['upper']}: m* "
-                      + ("unchanged." if c["unchanged"] else "CHANGED (the steps set it).")]
+            lines += ["", check_line(c, f"m={c['lower']}", f"m={c['upper']}", "m*")]
         return lines + separation_lines(results)
 
     def figures(self):
@@ -191,11 +168,8 @@ def plot_critical_widths(results):
                  f"d={d}, q={config.n_selected}; {config.n_seeds} seeds")
     if plotted:
         powers_of_two_ticks(ax.xaxis, plotted)
-    if ax.get_legend_handles_labels()[0]:  # nothing reached the target: no legend
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    else:
-        ax.text(0.5, 0.5, "no critical width found in this run", ha="center",
-                transform=ax.transAxes)
+    legend_or_note(ax, lambda ax: ax.legend(fontsize=8, loc="upper left",
+                                            bbox_to_anchor=(1.01, 1.0)))
     fig.tight_layout()
     return fig
 

@@ -1,10 +1,5 @@
-"""What the figures share: matplotlib on demand, one style per model, seed bands, axes.
-
-Each experiment draws its own figures from the results dict (its module's
-``figures()``); ``_report.save_figures`` writes all of them. matplotlib is
-imported only when a figure is drawn, so the rest of the package works
-without the ``plots`` extra.
-"""
+"""What the figures share: matplotlib on demand (the ``plots`` extra), one style per model,
+seed bands, axes."""
 
 import numpy as np
 
@@ -55,21 +50,23 @@ def legend_beside(ax, **kwargs):
 
 
 def legend_below(fig, ax, *, ncol=2):
-    """The legend of ``ax`` below the whole figure (``layout="constrained"``).
-
-    For the figures whose panels share one legend, or whose entries are too
-    long to sit beside the data.
-    """
+    """The legend of ``ax`` below the whole figure (``layout="constrained"``)."""
     return fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=ncol,
                       fontsize=MIN_FONT)
 
 
-def band(ax, x, rows, key, *, model, label, errorbars=False, **style):
-    """Plot the mean of ``key`` over seeds against ``x`` with its spread.
+def legend_or_note(ax, legend):
+    """``legend(ax)``, or where nothing was plotted a note that no critical width was found."""
+    if ax.get_legend_handles_labels()[0]:
+        legend(ax)
+    else:
+        ax.text(0.5, 0.5, "no critical width found in this run", ha="center",
+                transform=ax.transAxes)
 
-    ``rows`` are summarised rows (``key_mean``, ``key_sd``); the spread is a
-    shaded band of +- one standard deviation, or error bars.
-    """
+
+def band(ax, x, rows, key, *, model, label, errorbars=False, **style):
+    """Plot the mean of ``key`` over seeds (summarised ``rows``) against ``x``, with a
+    band of +- one standard deviation, or error bars."""
     style = {**STYLES.get(model, {}), **style}
     mean = np.array([r[f"{key}_mean"] for r in rows])
     sd = np.array([r[f"{key}_sd"] for r in rows])

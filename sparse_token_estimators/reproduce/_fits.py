@@ -1,23 +1,11 @@
 """The one runner of a run: every (fit, seed) the store lacks, in one ``joblib.Parallel``.
 
-A job (:func:`fit_job`) builds its seeded data, fits and evaluates, and
-returns one record; :func:`run_fits` runs the jobs in any joblib backend
-(``return_as="generator_unordered"``: Dask included) and, as each one
-finishes, keeps its record, saves it in the store and advances the progress
-display. A run killed at any moment loses at most the fits in flight.
-
-What a job trains on:
-
-- a fixed sample (``data="sample"``): the seed's training set at T, scored
-  on its validation set;
-- the population (``data="population"``): a ``SparseSelectionStream`` of as
-  many fresh sequences every epoch;
-- a learning curve's fit (``max_steps``): the first ``n_train`` sequences of
-  the seed's pool at T (the largest training set of its curve), with the
-  same budget of steps at every size.
-
-Losses are squared errors summed over the d coordinates; R^2 is
-scikit-learn's ``r2_score`` averaged over the d outputs.
+A job (:func:`fit_job`) builds its seeded data (a fixed sample, a
+``SparseSelectionStream`` for the population, or the first ``n_train``
+sequences of a pool for a learning curve), fits, evaluates and returns one
+record; :func:`run_fits` keeps and stores each record as its fit finishes
+(``return_as="generator_unordered"``, any joblib backend). Losses are squared
+errors summed over the d coordinates; R^2 is ``r2_score`` averaged over them.
 """
 
 import math
@@ -73,10 +61,8 @@ def evaluate(fit, config, seed, model, X_val, y_val):
 
 
 def r2_by_length(fit, config, seed, model):
-    """Held-out R^2 at each length of the dense grid (fits at the configured T; NaN
-    where a length is not scored): the dense grid where the per-length curve is
-    drawn, the named lengths for the other widths (predicting 40 lengths costs an
-    ensemble a third of its fit); none for the FCN, which has one length."""
+    """Held-out R^2 at each length of the dense grid (NaN where not scored: the named
+    lengths only, but for the transformers at ``length_pe_dim``; none for the FCN)."""
     family = MODELS[fit.model].family
     named = {f * config.seq_len for f in config.length_factors}
     dense = family == "transformer" and fit.width == config.length_pe_dim
@@ -90,8 +76,7 @@ def r2_by_length(fit, config, seed, model):
 
 
 def alignment_trace(fit, config, model):
-    """The alignment record of a transformer: its points at the log-spaced steps of
-    ``trace_steps``, then the end of training."""
+    """A transformer's alignment record at the steps of ``trace_steps``, then the end."""
     if MODELS[fit.model].family != "transformer":
         return []
     recorded = {r["step"]: r for epoch in model.history_[:, "alignment_trace"] for r in epoch}
@@ -109,11 +94,8 @@ def alignment_trace(fit, config, model):
 
 
 def fit_job(config, fit, seed, pool=0):
-    """Fit ``fit`` for ``seed`` and return ``(fit, seed, record)`` (in a worker).
-
-    ``pool``: for a learning curve's fit, the size of the pool whose first
-    ``n_train`` sequences it trains on (the largest training set of its curve).
-    """
+    """Fit ``fit`` for ``seed`` and return ``(fit, seed, record)`` (in a worker); ``pool``:
+    a learning curve's pool size, whose first ``n_train`` sequences it trains on."""
     if fit.max_steps:
         X, y = task(config, fit.seq_len, pool or fit.n_train, "pool", seed)
         X, y = X[:fit.n_train], y[:fit.n_train]
@@ -136,7 +118,7 @@ def fit_job(config, fit, seed, pool=0):
         X_test, y_test = task(config, fit.seq_len, config.n_test, "test", seed)
         record.update(train_r2=float(r2_score(y, model.predict(X))),
                       test_r2=float(r2_score(y_test, model.predict(X_test))))
-        # a learning curve's fit records its wall time alone, as it always has
+        # a learning curve's fit records its wall time alone (fit_cpu_s NaN, explained)
         record.update(fit_s=fit_s, score_s=time.perf_counter() - start - fit_s,
                       fit_cpu_s=math.nan)
         return fit, seed, record
@@ -149,8 +131,8 @@ def fit_job(config, fit, seed, pool=0):
 
 
 def _pools(fits):
-    """``{fit: pool size}`` of the learning curves' fits: the largest ``n_train`` of
-    its curve (a resumed curve draws the same pool whichever of its fits are left)."""
+    """``{fit: pool size}`` of the learning curves' fits: the largest ``n_train`` of its
+    curve (so a resumed curve draws the same pool)."""
     largest = {}
     for f in fits:
         if f.max_steps:
@@ -169,13 +151,11 @@ def run_fits(config, fits, progress, store=None, *, label="fits"):
     fits : iterable of Fit
         Duplicates are fitted once.
     progress : Progress
-        Advanced as each fit finishes; those read back from ``store`` count
-        as done (``Progress.resume``).
+        Advanced as each fit finishes (those read back count as done).
     store : RecordStore or None, default=None
-        Where each record is saved as its fit finishes, and read back
-        instead of fitting again (same ``Fit``, seed and configuration).
+        Where each record is saved as its fit finishes, and read back from.
     label : str, default="fits"
-        What the progress display calls this batch of fits.
+        What the progress display calls this batch.
 
     Returns
     -------

@@ -1,18 +1,10 @@
 """Claim 2, length generalisation: trained at T, scored at every length up to 8T.
 
-The paper's model (one stochastic positional draw) and the fixed-PE baseline,
-both at ``length_pe_dim``, with the package's ensemble beside them, are
-trained at T and scored on held-out sets at every length of a dense grid from
-q to 8T (shorter sequences cannot hold q selected tokens), as Ruoss et al.
-(ACL 2023) report length generalisation: per length, and summarised over the
-lengths beyond training. The verdict is judged on the paper's model at T and
-4T; the fixed table must fit at T and fail at 4T. (A fixed table is one set
-of positions: averaging over positional draws does not apply to it, so the
-fixed-PE model is fitted once, with the paper's training.)
-
-The same fits over ``pe_dim`` (the width-separation fits) give held-out R^2
-at 4T against pe_dim for both draw settings: the theory's point that length
-generalisation improves as d_p grows.
+The paper's model and the fixed-PE baseline (one table: fitted once, with
+the paper's training), at ``length_pe_dim``, the ensemble beside them,
+trained at T and scored at every length of a dense grid from q to 8T, as
+Ruoss et al. (ACL 2023) report it. Judged at T and 4T. The width-separation
+fits give R^2 at 4T against pe_dim: length generalisation improves with d_p.
 """
 
 
@@ -22,6 +14,7 @@ from ._experiment import (
     find,
     fmt_spread,
     markdown_table,
+    select,
     spread,
     summarise,
 )
@@ -53,8 +46,8 @@ class LengthGeneralisation(Experiment):
         beyond = []
         for model in MODELS:
             for seed in config.seeds():
-                values = [r["r2"] for r in rows if r["model"] == model and r["seed"] == seed
-                          and r["length"] > T]
+                values = [r["r2"] for r in select(rows, model=model, seed=seed)
+                          if r["length"] > T]
                 beyond.append({"model": model, "model_name": model_name(model, config),
                                "seed": seed,
                                "r2_beyond_T": spread(values)["mean"]})
@@ -118,8 +111,7 @@ def plot_length_generalisation(results):
     config, section = config_of(results), results["length_generalisation"]
     fig, ax = plt.subplots(figsize=(10, 4), layout="constrained")
     for model in MODELS:
-        rows = sorted((r for r in section["summary"] if r["model"] == model),
-                      key=lambda r: r["length"])
+        rows = select(section["summary"], "length", model=model)
         band(ax, [r["length"] for r in rows], rows, "r2", model=model,
              label=results["models"][model]["name"])
     length_axes(ax, config, section["summary"],
@@ -135,8 +127,7 @@ def plot_length_vs_pe_dim(results):
     config, section = config_of(results), results["length_generalisation"]
     fig, ax = plt.subplots(figsize=(10, 4), layout="constrained")
     for model in ("paper", "ensemble"):
-        rows = sorted((r for r in section["by_pe_dim_summary"] if r["model"] == model),
-                      key=lambda r: r["pe_dim"])
+        rows = select(section["by_pe_dim_summary"], "pe_dim", model=model)
         x = [r["pe_dim"] for r in rows]
         band(ax, x, rows, "r2_at_4T", model=model, errorbars=True,
              label=f"{results['models'][model]['name']}: at 4T")

@@ -1,9 +1,5 @@
-"""The models a run can fit, all declared here, and :class:`Fit`: one model to fit per seed.
-
-``MODELS`` is the one catalogue: every experiment names its models by key,
-and a worker process that unpickles a :class:`Fit` finds every model here
-(nothing is added to it at import).
-"""
+"""The one catalogue of models a run can fit (``MODELS``, nothing added at import), and
+:class:`Fit`: one model to fit per seed."""
 
 import time
 from dataclasses import asdict, dataclass
@@ -23,23 +19,17 @@ class Model:
     Parameters
     ----------
     name : str
-        How every table row and legend names it; ``{n_pe_draws}`` is filled
-        in from the configuration.
+        How every table row and legend names it (``{n_pe_draws}`` filled in).
     family : {"fcn", "transformer", "encoder", "rnn"}
-        ``SparseTokenFCN`` (width: ``hidden_width``),
-        ``SparseTokenTransformer`` (width: ``pe_dim``), and beyond the
-        paper ``SparseTokenEncoder`` (width: ``d_model``) or
-        ``SparseTokenRNN`` (width: ``hidden_size``).
+        The estimator, and so the width parameter (``WIDTH_PARAMETERS``).
     training : str
         The configuration's :class:`Training` field it trains with.
     params : tuple of (str, value)
         Fixed estimator parameters, e.g. ``(("positional_encoding", "fixed"),)``.
     ensemble : bool
-        Averages the configuration's ``n_pe_draws`` positional draws
-        (otherwise one draw, the paper's model).
+        Averages ``n_pe_draws`` positional draws (otherwise one, the paper's).
     cost : float
-        Its cost per sequence relative to the cost model's (a learned
-        table's gradient, the randomized encoding's top-k).
+        Its cost per sequence relative to the cost model's.
     """
 
     name: str
@@ -118,11 +108,8 @@ def describe_models(config, models=None):
 
 
 class FitClock(Callback):
-    """Record the fit's CPU time (this process) as ``fit_cpu_s`` in ``history_``.
-
-    On a machine shared with other work, CPU time measures the fit's own
-    cost, where wall-clock time also counts the others.
-    """
+    """Record the fit's CPU time as ``fit_cpu_s`` in ``history_`` (on a shared machine,
+    wall-clock time also counts the others' work)."""
 
     def on_train_begin(self, net, **kwargs):
         self.start_ = time.process_time()
@@ -140,22 +127,16 @@ class Fit:
     model : str
         A key of ``MODELS``.
     width : int
-        The model's width parameter (``width_parameter``): ``hidden_width``
-        of the FCN, ``pe_dim`` of a transformer, ...
+        The model's width parameter (``hidden_width``, ``pe_dim``, ...).
     seq_len : int
         Training length T.
     data : {"sample", "population"}, default="sample"
-        "sample": a fixed training set, the same in every epoch;
-        "population": a ``SparseSelectionStream``, fresh sequences every
-        epoch (the population loss of the paper's theory).
+        A fixed training set, or fresh sequences every epoch.
     n_train : int, default=0
-        Training sequences (per epoch, for the population); 0: the
-        configuration's ``n_train(seq_len)``.
+        Training sequences (per epoch); 0: ``config.n_train(seq_len)``.
     max_steps : int, default=0
-        0: the model's training (``max_epochs`` epochs). Otherwise exactly
-        this many optimisation steps, whatever ``n_train`` (a
-        :class:`~sparse_token_estimators.callbacks.StepBudget`): a learning
-        curve's fit, trained on the first ``n_train`` sequences of one pool.
+        0: ``max_epochs`` epochs; otherwise exactly this many steps (a
+        learning curve's fit, on the first ``n_train`` sequences of a pool).
 
     Examples
     --------
@@ -224,14 +205,8 @@ class Fit:
         return n * train.max_epochs
 
     def cost(self, config):
-        """Estimated CPU seconds of the fit (for ordering and the time left).
-
-        A cost per sequence processed, from the model's size (per positional
-        draw for a transformer, ``Model.cost`` for some encodings, a tenth
-        more to draw the population's sequences), and a fixed cost per fit
-        for set-up and scoring; a learning curve's fit adds a cost per step
-        and per sequence it scores.
-        """
+        """Estimated CPU seconds of the fit (for ordering and the time left): per
+        sequence processed from the model's size, plus set-up and scoring."""
         T, family = self.seq_len, MODELS[self.model].family
         if family == "fcn":
             micro = 2 + 1e-4 * T * (config.token_dim + 1) * self.width

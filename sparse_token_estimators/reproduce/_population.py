@@ -1,24 +1,13 @@
 """Approximation against estimation: the same widths trained on the population and on a sample.
 
-The paper's theory is about gradient descent on the population loss. Here
-the FCN at widths m below T d, the paper's model at the same widths
-d + pe_dim (and the package's ensemble beside it) are trained on the
-population: ``fit(SparseSelectionStream(...))``, ``n_train(T)`` fresh
-sequences every epoch. Beside them the same models are trained on one fixed
-sample of ``n_train(T)`` sequences (the width-separation fits): same epochs
-and batch size, so the same optimisation steps; only the data differ.
-
-What the mathematics guarantees, reported as a sanity check: no FCN of
-width m, however trained, goes below ``fcn_lower_bound(T, q, token_dim=d,
-width=m)``. What is measured, not judged: how close the population-trained
-FCN gets to that bound (its approximation error is at least the bound; the
-excess is what its training leaves), and the estimation error, the held-out
-loss on a fixed sample minus the held-out loss on the population, for each
-model and width. What can fail, and is judged: trained on the population,
-the paper's transformer goes clearly below the FCN's bound at the widths
-the theory names (q log T <= pe_dim <= 4 q log T), at least
-``population_margin`` (10%) below it. Had the transformer's advantage on a
-fixed sample been an artefact of the sample, it would not survive here.
+The FCN at widths m below T d, the paper's model at the same widths
+d + pe_dim and the ensemble beside it, trained on the population
+(``n_train(T)`` fresh sequences every epoch) and on one fixed sample of as
+many (the same steps). Guaranteed, a sanity check: no FCN of width m goes
+below ``fcn_lower_bound``. Measured: how close the population-trained FCN
+gets to it, and the estimation gap (fixed-sample minus population held-out
+loss). Judged: on the population, the paper's model goes at least
+``population_margin`` below the FCN's bound at the widths the theory names.
 """
 
 import math
@@ -31,6 +20,7 @@ from ._experiment import (
     fmt,
     fmt_spread,
     markdown_table,
+    select,
     summarise,
     zero_loss,
 )
@@ -189,14 +179,12 @@ def plot_population(results):
         name = results["models"][model]["name"]
         for data, style in (("population", {}),
                             ("sample", {"linestyle": "--", "markerfacecolor": "none"})):
-            rows = sorted((r for r in section["summary"] if r["model"] == model
-                           and r["data"] == data), key=lambda r: r["width"])
+            rows = select(section["summary"], "width", model=model, data=data)
             if rows:
                 label = f"{name}: {'population' if data == 'population' else 'fixed sample'}"
                 band(ax, [r["width"] for r in rows], rows, "test_loss", model=model,
                      label=label, errorbars=True, **style)
-        gaps = sorted((g for g in section["gaps_summary"] if g["model"] == model),
-                      key=lambda g: g["width"])
+        gaps = select(section["gaps_summary"], "width", model=model)
         if gaps:
             band(ax_gap, [g["width"] for g in gaps], gaps, "estimation_gap", model=model,
                  label=SHORT[model], errorbars=True)

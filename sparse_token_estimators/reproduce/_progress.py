@@ -1,8 +1,4 @@
-"""The progress display of a run: one step per finished fit, with time left.
-
-The runner (``_fits.run_fits``) advances it as each fit's record arrives, in
-this process, whatever joblib backend ran the fit.
-"""
+"""The progress display of a run: one step per finished fit, with time left."""
 
 import sys
 import time
@@ -15,12 +11,8 @@ def _clock(seconds):
 
 
 class Progress:
-    """Fits done out of the total, time elapsed and an estimate of time left.
-
-    A tqdm bar on stderr when tqdm is installed, else one line per finished
-    fit. The estimate weighs each fit by its estimated cost (``Fit.cost``),
-    so a stage of cheap fits does not make the remaining expensive ones look
-    fast: time left = elapsed x cost left / cost done.
+    """Fits done out of the total, time elapsed and time left (elapsed x cost left / cost
+    done, by ``Fit.cost``), as a tqdm bar on stderr or one line per fit.
 
     Parameters
     ----------
@@ -82,11 +74,8 @@ class Progress:
         self._show(f"{text}: {n_fits} fits")
 
     def resume(self, n, cost, text):
-        """Count ``n`` fits read back from a run's records (costing ``cost`` to fit) as done.
-
-        They count in ``done`` but not in the estimate of time left, which
-        weighs only what this run fits.
-        """
+        """Count ``n`` fits read back from records (costing ``cost``) as done, outside the
+        estimate of time left."""
         self.done += n
         self.resumed += n
         self._cost_total = max(self._cost_total - cost, 0.0)

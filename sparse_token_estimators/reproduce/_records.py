@@ -1,29 +1,14 @@
 """What makes a run resumable and its directory one run's, trusting nothing it reads back.
 
-- :class:`RecordStore`: each finished fit's record, one JSON file per
-  ``(Fit, seed)`` in ``<out>/records/``, written as its fit finishes; a
-  rerun reads them back instead of fitting again. A record file names the
-  fit, the seed and (a digest of) the configuration it was made for, and a
-  digest of its own numbers: one copied over another's name, edited by hand,
-  truncated or not a record at all is refused (:class:`StoreError`, naming
-  the file and the fix), never used. The directory remembers the
-  configuration its records were made with (``records/config.json``) and
-  refuses another one, naming what differs (:class:`ConfigMismatch`).
-- :class:`RunLock`: one run at a time per directory (``fcntl.flock`` on
-  ``<out>/.lock``, which names the process holding it); taking it removes
-  the temporary files that killed writes left.
+- :class:`RecordStore`: one JSON file per finished ``(Fit, seed)`` in
+  ``<out>/records/``, naming its fit, seed, configuration digest and the
+  digest of its numbers; anything else found there is refused
+  (:class:`StoreError`, naming the file and the fix), never used.
+- :class:`RunLock`: one run at a time per directory (``fcntl.flock``).
 - :func:`write_atomic`: every file of a run goes through the package's one
-  atomic writer (``_files.write_files``: a temporary file beside it, synced,
-  renamed over the name, with the umask's mode), so a file is the old one or
-  the whole new one, never half of one; a failure is an :class:`OutNotWritable`.
-- :func:`strict_json`: NaN and infinity as ``null``, with the reason beside
-  (``"<key>_missing"``), since strict JSON parsers refuse them.
-- The manifest (``manifest.json``): which files a run wrote; files of an
-  earlier run that the new one does not write are removed, and a directory
-  holding files no run wrote is refused (:func:`foreign_files`). Every name
-  it lists is checked to be a file of the directory (no ``..``, no absolute
-  path, no symbolic link out of it) before anything is removed: nothing
-  outside the directory is ever deleted or overwritten.
+  atomic writer (``_files.write_files``).
+- The manifest (``manifest.json``): which files a run wrote; every name it
+  lists is checked to be a file of the directory before anything is removed.
 """
 
 import contextlib
@@ -79,15 +64,13 @@ class OutNotWritable(OSError):
 def write_atomic(path, text, what=None):
     """Write ``text`` (str, as UTF-8, or bytes) to ``path``: the old content or the new, never part.
 
-    The package's one atomic writer (``_files.write_files``): a temporary file
-    ``.<name>.<8 hex>.tmp`` beside ``path``, written, fsynced and renamed over
-    it (``os.replace``), with the umask's mode (0644 under umask 022).
+    A temporary file beside ``path``, fsynced and renamed over it, with the
+    umask's mode (``_files.write_files``).
 
     Raises
     ------
     OutNotWritable
-        Naming the file, the cause (read-only, full, ...) and that the file
-        there, if any, is unchanged.
+        Naming the file, the cause and that the file there is unchanged.
 
     Examples
     --------
@@ -114,11 +97,8 @@ def write_atomic(path, text, what=None):
 def remove_stale_temporaries(out_dir):
     """Remove the temporary files that killed writes left in ``out_dir`` and its records.
 
-    Only names of the atomic writer's temporary files (``_files.is_temporary``,
-    and the older ``.tmp-*``) directly in the folder and in ``records/`` (not
-    followed if it is a symbolic link); a symbolic link of such a name is
-    removed itself, never what it points to. Call it only while no other run
-    writes there (``RunLock`` does). Returns the names removed.
+    Symbolic links are removed themselves, never followed. Call it only
+    while no other run writes there (``RunLock`` does). Returns the names.
     """
     from .._files import is_temporary
 
@@ -138,21 +118,17 @@ def remove_stale_temporaries(out_dir):
 class RunLock:
     """One run at a time in ``out_dir``: an exclusive ``fcntl.flock`` on ``out_dir/.lock``.
 
-    The lock file names the process holding it (its PID and ``command``);
-    a second run is refused naming it. The lock is the kernel's: it goes
-    when the holder's file is closed (``release``) or its process ends, a
-    killed one included, so a stale lock file never blocks a later run.
-    Taking the lock removes the temporary files of killed writes
-    (``remove_stale_temporaries``): no other run can be writing them. Where
-    ``fcntl`` is missing (Windows), no lock is taken.
+    The lock file names the holder (PID and ``command``). The kernel drops
+    the lock when its process ends, so a stale lock file never blocks a later
+    run. Taking it removes the temporary files of killed writes. Without
+    ``fcntl`` (Windows) no lock is taken.
 
     Raises
     ------
     OutLocked
         Naming the process that holds the folder.
     StoreError
-        If the lock file is a symbolic link (nothing outside the folder is
-        written) or cannot be opened.
+        If the lock file is a symbolic link or cannot be opened.
 
     Examples
     --------
@@ -225,11 +201,10 @@ class RunLock:
 
 
 def strict_json(value, key=None):
-    """``value`` with every NaN or infinity replaced by None, the reason beside it.
+    """``value`` with every NaN or infinity replaced by None (strict JSON), the reason beside.
 
-    In a dict, a missing number ``k`` gets ``k_missing``: the reason from
-    ``MISSING_REASONS`` or what the value was ("NaN: ..."); in a list, the
-    entry is None (the list's own description says what it holds).
+    In a dict, a missing number ``k`` gets ``k_missing`` (``MISSING_REASONS``
+    or what it was); in a list, the entry is None.
 
     Examples
     --------
@@ -275,8 +250,7 @@ def _number(value):
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-# A record's floats must come back exactly (``repr`` round trip), NaN included:
-# non-finite floats are written as {"float": "nan"} and read back as floats.
+# A record's floats must come back exactly, NaN included: {"float": "nan"}
 def _encode(value):
     if isinstance(value, float) and not math.isfinite(value):
         return {"float": repr(value)}
@@ -349,30 +323,26 @@ def _read_json(path, what, fix=_FIX):
 class RecordStore:
     """The finished fits of a run, one JSON file each under ``<out_dir>/records``.
 
-    A record file holds the fit (``dataclasses.asdict``), the seed, a digest
-    of the configuration's identity (``config_identity``), the record, and a
-    digest of the record; its name is derived from a digest of the first
-    three. Opening the store checks every record file there, and ``get``
-    checks the one it reads: a file whose content is not that of the fit,
-    seed and configuration its name says (a record copied over another's
-    file), whose numbers do not match their digest (edited), that is cut
-    short, not JSON, not UTF-8 or not a record is refused, never used.
+    A record file holds the fit, the seed, a digest of the configuration, the
+    record and a digest of the record; its name is a digest of the first
+    three. A file that is not what its name says (copied over another's),
+    edited, cut short or not a record is refused, never used; opening the
+    store checks every file there.
 
     Parameters
     ----------
     out_dir : str or Path
         The run's output directory.
     config : ReproductionConfig
-        The run's configuration; a directory whose records were made with
-        another one (other than in ``EXECUTION_FIELDS``) is refused.
+        A directory whose records were made with another one (other than in
+        ``EXECUTION_FIELDS``) is refused.
 
     Raises
     ------
     ConfigMismatch
         Naming each field that differs (saved and asked), and the fix.
     StoreError
-        A damaged or foreign record or ``records/config.json``, naming the
-        file and the fix (delete it, or ``--fresh``).
+        A damaged or foreign record or ``records/config.json``, named.
 
     Examples
     --------
@@ -474,11 +444,8 @@ class RecordStore:
         return _decode(content["record"])
 
     def get(self, config, fit, seed):
-        """The record of ``fit`` for ``seed`` under ``config``, or None if not made.
-
-        Raises ``StoreError`` (naming the file and the fix) if the file there
-        is not the record of that fit, seed and configuration, or is damaged.
-        """
+        """The record of ``fit`` for ``seed`` under ``config``, or None (``StoreError`` if
+        the file there is not that record)."""
         path = self._file(config, fit, seed)
         try:
             record = self._read(path, config)
@@ -519,12 +486,8 @@ _MANIFEST_FIX = ("delete that manifest (the files beside it then count as no run
 
 
 def _inside(out, name, source):
-    """``out / name`` if ``name`` (listed in ``source``) is a file directly in ``out``.
-
-    Refused (``StoreError`` naming the entry): anything but a plain file
-    name (a path with a separator, ``..``, an absolute path), and a name
-    whose path leads out of ``out`` through a symbolic link.
-    """
+    """``out / name`` if ``name`` (listed in ``source``) is a plain file name directly in
+    ``out``, not leading out of it through a symbolic link; else a ``StoreError``."""
     bad = None
     if not isinstance(name, str) or not name:
         bad = "it is not a file name"
@@ -544,12 +507,8 @@ def _inside(out, name, source):
 
 
 def read_manifest(out_dir):
-    """The file names the last run in ``out_dir`` wrote (or was writing), or [].
-
-    Each is checked to be a file directly in ``out_dir`` (``_inside``): a
-    manifest naming ``../x``, an absolute path or a symbolic link out of the
-    folder, or one that is damaged, is a ``StoreError`` naming it.
-    """
+    """The file names the last run in ``out_dir`` wrote (or was writing), or [], each
+    checked by ``_inside`` (a damaged manifest is a ``StoreError`` naming it)."""
     out = Path(out_dir)
     path = out / MANIFEST
     try:
@@ -608,12 +567,8 @@ def finish_outputs(out_dir, names, **about):
 
 
 def discard_run(out_dir):
-    """``--fresh``: remove the records and the files the manifest lists (nothing else).
-
-    Every name the manifest lists is checked first (``read_manifest``): a
-    manifest naming a path out of the folder removes nothing. A ``records``
-    that is a symbolic link is refused, not followed.
-    """
+    """``--fresh``: remove the records and the files the manifest lists (nothing else;
+    every name is checked first, and a ``records`` that is a symbolic link refused)."""
     out = Path(out_dir)
     names = read_manifest(out)
     records = out / RECORDS

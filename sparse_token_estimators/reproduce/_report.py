@@ -1,12 +1,4 @@
-"""The report of a run: the verdicts, the results file, the tables and summary.md.
-
-Reads the results dict of :func:`~sparse_token_estimators.reproduce.run`;
-each experiment contributes its claims, CSV tables, Markdown and figures.
-The claims are those of Wang, Wei, Hsu & Lee, "Transformers Provably Learn
-Sparse Token Selection While Fully-Connected Nets Cannot" (ICML 2024,
-arXiv:2406.06893), on the q-sparse averaging task of Sanford, Hsu &
-Telgarsky (NeurIPS 2023, arXiv:2306.02896).
-"""
+"""The report of a run: the results file, the tables, the figures and summary.md."""
 
 import csv
 import io
@@ -23,27 +15,22 @@ __all__ = ["THRESHOLDS", "assess_claims", "save_figures", "summary_markdown", "w
 
 
 def figure_names(results=None):
-    """The file names ``save_figures`` writes, in order (for ``results``: of the
-    experiments that ran)."""
+    """The file names ``save_figures`` writes, in order (of the experiments that ran)."""
     return [name for experiment in EXPERIMENTS
             if results is None or experiment.name in results
             for name in experiment.figures()]
 
 
 def draw_figures(results):
-    """``(file name, matplotlib figure)`` of every experiment's figures, drawn one by one.
-
-    The caller closes each figure (``save_figures`` saves and closes them).
-    """
+    """``(file name, matplotlib figure)`` of every figure, drawn one by one (the caller
+    closes each)."""
     for experiment in (e for e in EXPERIMENTS if e.name in results):  # those that ran
         for name, draw in experiment.figures().items():
             yield name, draw(results)
 
 
 def save_figures(results, out_dir, *, dpi=DPI):
-    """Draw every experiment's figures into ``out_dir`` as PNG; returns their paths.
-
-    Each file is written atomically (a temporary file renamed over its name).
+    """Draw every experiment's figures into ``out_dir`` as PNG (atomically); their paths.
 
     Examples
     --------
@@ -51,14 +38,8 @@ def save_figures(results, out_dir, *, dpi=DPI):
     >>> from sparse_token_estimators.reproduce import SMOKE, run
     >>> with tempfile.TemporaryDirectory() as out:
     ...     names = [p.name for p in save_figures(run(SMOKE, progress=False), out)]
-    >>> names[:3]
-    ['width_separation.png', 'length_generalisation.png', 'length_vs_pe_dim.png']
-    >>> names[3:5]
-    ['alignment.png', 'width_scaling.png']
-    >>> names[5:7]
-    ['critical_widths.png', 'population.png']
-    >>> names[7:]
-    ['sample_complexity.png', 'encodings.png', 'architectures.png']
+    >>> len(names), names[0], names[-1]
+    (10, 'width_separation.png', 'architectures.png')
     """
     plt = pyplot()
     out = Path(out_dir)
@@ -84,14 +65,11 @@ def _write_csv(path, rows):
 def write_outputs(results, out_dir, *, plots=True, about=None):
     """Write results.json, the CSV tables, the figures, summary.md and manifest.json.
 
-    Every file is written atomically (a temporary file renamed over its
-    name). ``manifest.json`` comes first, listing what is about to be
-    written (``"complete": false``), and again last, with each file's size
-    (``"complete": true``): the files an earlier run listed there that this
-    one does not write (its figures, when ``plots=False``) are removed, so the
-    folder holds one run. Files no manifest lists are left alone.
-    results.json is strict JSON: a NaN or infinite number is ``null``, with
-    ``"<key>_missing"`` beside it saying why.
+    Every file is written atomically. ``manifest.json`` is written first (what
+    is about to be written) and last (with each file's size): files an earlier
+    run listed there that this one does not write are removed, files no
+    manifest lists are left alone. results.json is strict JSON (a NaN is
+    ``null``, with ``"<key>_missing"`` beside it).
 
     Parameters
     ----------
@@ -102,8 +80,7 @@ def write_outputs(results, out_dir, *, plots=True, about=None):
     plots : bool, default=True
         Draw the figures (matplotlib).
     about : dict or None, default=None
-        Written into the manifest (the command line records its command and
-        how many fits it resumed).
+        Written into the manifest (the command line's command, fits resumed).
 
     Returns
     -------
@@ -147,8 +124,7 @@ def _shown(verdict):
 
 
 def fit_seconds(fit):
-    """A fit's CPU seconds; for a learning curve's fit (which records none), its
-    wall seconds in its worker."""
+    """A fit's CPU seconds (a learning curve's fit records none: its wall seconds)."""
     cpu = fit.get("fit_cpu_s", math.nan)
     return cpu if cpu is not None and math.isfinite(cpu) else fit["fit_s"]
 
@@ -159,12 +135,8 @@ def fit_kind(fit):
 
 
 def timing_rows(results):
-    """CPU seconds of the fits, per experiment and per model, T and kind of data.
-
-    Fits shared between experiments count in each that uses them;
-    ``own_cpu_s`` counts only those no other experiment uses (what the
-    experiment adds to a run).
-    """
+    """CPU seconds of the fits, per experiment (``own_cpu_s``: those no other experiment
+    uses) and per model, T and kind of data."""
     fits = results["fits"]
     rows = []
     for experiment in EXPERIMENTS:
@@ -188,15 +160,12 @@ def timing_rows(results):
 
 
 def summary_markdown(results, *, figures=True):
-    """The Markdown summary: the run, each claim with its verdict and evidence, the tables.
-
-    ``write_outputs`` writes it as summary.md (see its example).
-    """
+    """The Markdown summary: the run, each claim's verdict and evidence, the tables
+    (``write_outputs`` writes it as summary.md)."""
     config, theory = config_of(results), results["theory"]
     seeds = ", ".join(str(seed) for seed in config.seeds())
     lines = [
-        "# Sparse token selection: reproduction summary",
-        "",
+        "# Sparse token selection: reproduction summary", "",
         f"Task: T={config.seq_len} tokens of dimension d={config.token_dim}, "
         f"q={config.n_selected} selected; {config.n_samples} training sequences at T "
         f"(in proportion to T elsewhere), {config.n_test} validation and {config.n_test} "
@@ -204,33 +173,25 @@ def summary_markdown(results, *, figures=True):
                          "and models: every number is a mean ± sd over the seeds (per seed "
                          "in the CSV files and results.json)." if config.n_seeds > 1 else
                          f"**1 seed** ({seeds}): no spread over seeds to show.")
-        + f" Run time {results['elapsed_s']:.0f} s.",
-        "",
+        + f" Run time {results['elapsed_s']:.0f} s.", "",
         "Units: losses are squared errors summed over the d coordinates (predicting 0 "
         f"scores d/q = {theory['zero_predictor_loss']:.3f}; skorch's `train_loss` is the "
         "per-coordinate MSE, d times smaller, and appears here multiplied by d); R^2 is "
-        "scikit-learn's, averaged over the d outputs.",
-        "",
-        "Models (every row and legend names one):",
-        "",
-    ]
+        "scikit-learn's, averaged over the d outputs.", "",
+        "Models (every row and legend names one):", ""]
     for model in results["models"].values():
         t = model["training"]
         lines.append(f"- {model['name']}: Adam, lr={t['lr']}, {t['max_epochs']} epochs, "
                      f"batch {t['batch_size']}.")
-    lines += [
-        "",
-        "Wang, Wei, Hsu & Lee, *Transformers Provably Learn Sparse Token Selection "
-        "While Fully-Connected Nets Cannot* (ICML 2024, arXiv:2406.06893); task of "
-        "Sanford, Hsu & Telgarsky (NeurIPS 2023, arXiv:2306.02896).",
-        "",
-        "## Claims",
-        "",
-    ]
-    lines += [f"The thresholds were fixed on {FIXED_ON}, before any run that judges them "
-              "(the task statement's 'Verdicts, fixed before the run'), and are recorded in "
-              "results.json ('thresholds'); a verdict the run is too small to decide is "
-              "'inconclusive', with the reason and the sizes that would decide it.", ""]
+    lines += ["", "Wang, Wei, Hsu & Lee, *Transformers Provably Learn Sparse Token Selection "
+              "While Fully-Connected Nets Cannot* (ICML 2024, arXiv:2406.06893); task of "
+              "Sanford, Hsu & Telgarsky (NeurIPS 2023, arXiv:2306.02896).", "", "## Claims", ""]
+    lines += [f"The thresholds were fixed on {FIXED_ON}, before any run that judges them, "
+              "and are the same for every run: results.json records them under 'thresholds' "
+              "(with 'fixed_on'), and the documentation's reproduction page (section "
+              "'Verdicts, fixed before the run') gives each verdict's rule; a verdict the run "
+              "is too small to decide is 'inconclusive', with the reason and the sizes that "
+              "would decide it.", ""]
     seeds_header = (f"mean of {config.n_seeds} seeds" if config.n_seeds > 1
                     else "1 seed (no spread)")
     lines += markdown_table(
@@ -246,13 +207,10 @@ def summary_markdown(results, *, figures=True):
                   f"{c['n_seeds']} support it on their own; model: {c['model']}). "
                   f"{c['statement']}",
                   f"  Evidence: {c['evidence']}."]
-        for reason in c["inconclusive_reasons"]:
-            lines.append(f"  Inconclusive: {reason}.")
-        if c.get("note"):
-            lines.append(f"  Note: {c['note']}")
-        for check in c["sanity_checks"]:
-            lines.append(f"  Sanity check (guaranteed by the theory): {check['check']}: "
-                         f"{'holds' if check['passed'] else 'FAILS'}.")
+        lines += [f"  Inconclusive: {reason}." for reason in c["inconclusive_reasons"]]
+        lines += [f"  Note: {c['note']}"] if c.get("note") else []
+        lines += [f"  Sanity check (guaranteed by the theory): {check['check']}: "
+                  f"{'holds' if check['passed'] else 'FAILS'}." for check in c["sanity_checks"]]
     for experiment in (e for e in EXPERIMENTS if e.name in results):
         lines += ["", f"## {experiment.title}", ""] + experiment.summary(results)
     per_experiment, per_model = timing_rows(results)
@@ -270,7 +228,6 @@ def summary_markdown(results, *, figures=True):
         [[r["model_name"], r["seq_len"], r["data"], r["fits"], f"{r['cpu_s']:.0f}",
           f"{r['wall_s']:.0f}"] for r in per_model], ["l", "r", "l", "r", "r", "r"])
     if figures:
-        names = [name for experiment in EXPERIMENTS if experiment.name in results
-                 for name in experiment.figures()]
-        lines += ["", "## Figures", ""] + [f"![{name[:-4]}]({name})" for name in names]
+        lines += ["", "## Figures", ""] + [f"![{name[:-4]}]({name})"
+                                           for name in figure_names(results)]
     return "\n".join(lines) + "\n"

@@ -50,8 +50,7 @@ def selected(config):
 
 
 def planned_fits(config):
-    """``{fit: [names of the experiments that use it]}``: what ``run`` fits per seed
-    before the searches."""
+    """``{fit: [experiments that use it]}``: what ``run`` fits before the searches."""
     used_by = {}
     for experiment in selected(config):
         for fit in experiment.fits(config):
@@ -64,14 +63,11 @@ def planned_fits(config):
 def run_searches(config, experiments, records, used_by, progress, fit=run_fits):
     """Run the experiments' searches side by side, their rounds merged.
 
-    Each search is a generator (``Experiment.search``): it yields the fits of
-    its next round and receives their records. Every round, the fits every
-    live search asks for are made in one call of ``fit`` (the runner:
-    ``fit(config, fits, progress)``), each once, and each search gets its own
-    records back. A search's path depends only on the records it is given,
-    and each fit is seeded: which searches share a round changes the
-    schedule, not a number. ``records`` and ``used_by`` (the experiments
-    that use each fit, in experiment order) are updated in place.
+    Every round, the fits every live search (``Experiment.search``) asks for
+    are made in one call of ``fit(config, fits, progress)``, each once, and
+    each search gets its records back; which searches share a round changes
+    the schedule, not a number. ``records`` and ``used_by`` are updated in
+    place.
 
     Returns
     -------
@@ -120,9 +116,7 @@ def run_searches(config, experiments, records, used_by, progress, fit=run_fits):
 def run(config=QUICK, *, progress=True, store=None):
     """Run every experiment over ``config.n_seeds`` seeds and assess the claims.
 
-    Each distinct fit the experiments ask for is made once per seed, then the
-    searches (the critical widths) fit theirs round by round, then each
-    experiment reads its numbers off the fits.
+    Each distinct fit is made once per seed, the searches' round by round.
 
     Parameters
     ----------
@@ -130,20 +124,16 @@ def run(config=QUICK, *, progress=True, store=None):
     progress : bool or Progress, default=True
         Show a progress display on stderr, advanced as each fit finishes.
     store : str, path, RecordStore or None, default=None
-        An output folder (or its ``_records.RecordStore``): save each fit's
-        record in its ``records/`` as the fit finishes, and read back (not
-        fit again) those it holds, so a run killed part way continues where
-        it stopped, with the same numbers. A folder whose records were made
-        with another configuration is refused (``ValueError`` naming what
-        differs). The command line keeps them in ``--out``.
+        An output folder (or its ``RecordStore``): each fit's record is saved
+        there as it finishes and read back by a rerun, with the same numbers;
+        one made with another configuration is refused (``ValueError``).
 
     Returns
     -------
     results : dict
-        ``config``, ``theory``, ``models`` (name and training of each),
-        one section per experiment, ``fits`` (one row per fit and seed, with
-        its CPU time and the experiments that use it), ``thresholds``,
-        ``claims``, ``elapsed_s``, ``versions``.
+        ``config``, ``theory``, ``models``, one section per experiment,
+        ``fits`` (a row per fit and seed), ``thresholds``, ``claims``,
+        ``elapsed_s``, ``versions``.
 
     Examples
     --------
@@ -151,10 +141,6 @@ def run(config=QUICK, *, progress=True, store=None):
     >>> results = run(SMOKE, progress=False)
     >>> [c["claim"] for c in results["claims"]][:3]
     ['width separation', 'length generalisation', 'alignment']
-    >>> [c["claim"] for c in results["claims"]][3:5]
-    ['transformer width scaling', 'FCN tightness']
-    >>> [c["claim"] for c in results["claims"]][5:]
-    ['width separation on the population']
     """
     if store is not None and not isinstance(store, RecordStore):
         store = RecordStore(store, config)

@@ -1,37 +1,27 @@
 """Sample complexity, measured (beyond the paper): held-out R^2 against training-set size.
 
-The paper's theory says nothing about how many training sequences each
-architecture needs; this experiment measures it. For each T of
-``sample_seq_lens()``, a learning curve of fits of the paper's
-model (one positional draw) and the package's ensemble (``n_pe_draws``
-draws, the extension), both at ``sample_pe_dim``, and the FCN at a width of
-at least T d (``sample_fcn_width``: the smallest power of two >=
-``sample_fcn_factor`` T d), on nested subsets of one pool of sequences per
-seed, and scores held-out R^2 on the seed's held-out set.
-
-A small training set must not also be a short optimisation: with
-``max_epochs`` fixed, n sequences in batches of B give ceil(n / B) steps an
-epoch, and data would be confounded with optimisation. Every fit of a curve
-therefore takes the same number of optimisation steps, those its model's
-own training takes on ``sample_budget`` sequences (a ``StepBudget``
-callback stops it; ``max_epochs`` is set high enough for a set of one
-batch to use the budget up). Sets smaller than a batch take steps of the
-whole set.
-
-Reported per architecture and T: the smallest n whose held-out R^2 reaches
-``sample_target_r2``, interpolated linearly in log n between the two grid
-points around the crossing of the mean curve (the first point at or above
-the target and the one before it); "<= n" when the smallest size of the
-grid already reaches it, "> n" when none does. How it grows with T: the
-least-squares slope of log n* against log T over the T where n* was
-interpolated. All of it is measured, not a claim of the paper: no verdict.
-R^2 on a training subset of n sequences is left out (null in the tables)
-when n d < ``MIN_R2_VALUES``: over two sequences it is no statistic.
+At each T of ``sample_seq_lens()``, learning curves of the paper's model and
+the ensemble (at ``sample_pe_dim``) and of the FCN (``sample_fcn_width``) on
+nested subsets of one pool per seed. Every fit of a curve takes the same
+optimisation steps (its model's training on ``sample_budget`` sequences, a
+``StepBudget``), so a small set is not also a short optimisation. Reported:
+the smallest n whose mean held-out R^2 reaches ``sample_target_r2``,
+interpolated in log n around the crossing ("<= n", "> n" at the grid's
+ends), and the log-log slope of n* against T. Training R^2 on fewer than
+``MIN_R2_VALUES`` numbers (n d) is left out. No verdict.
 """
 
 import math
 
-from ._experiment import Experiment, config_of, find, loglog_slope, markdown_table, summarise
+from ._experiment import (
+    Experiment,
+    config_of,
+    find,
+    loglog_slope,
+    markdown_table,
+    select,
+    summarise,
+)
 from ._figures import (
     SHORT,
     STYLES,
@@ -75,9 +65,8 @@ def smallest_n(sizes, r2, target):
     Returns
     -------
     n : float or None
-        Interpolated linearly in log n between the first size at or above
-        the target and the one before it; the smallest size when it already
-        reaches the target; None when no size does.
+        Interpolated in log n before the first size at or above the target;
+        the smallest size if it reaches it; None if none does.
     how : {"interpolated", "at or below the grid", "not reached"}
 
     Examples
@@ -143,11 +132,10 @@ class SampleComplexity(Experiment):
         minimal, per_seed = [], []
         for T in config.sample_seq_lens():
             for model in MODELS:
-                curve = sorted((r for r in summary if r["model"] == model
-                                and r["seq_len"] == T), key=lambda r: r["n_train"])
+                curve = select(summary, "n_train", model=model, seq_len=T)
                 sizes = [r["n_train"] for r in curve]
                 n, how = smallest_n(sizes, [r["test_r2_mean"] for r in curve], target)
-                first = next((r for r in rows if r["model"] == model and r["seq_len"] == T), {})
+                first = find(rows, model=model, seq_len=T) or {}
                 minimal.append({
                     "model": model, "model_name": model_name(model, config), "seq_len": T,
                     "width": first.get("width"), "steps": first.get("steps"),
@@ -157,8 +145,7 @@ class SampleComplexity(Experiment):
                     "r2_largest_sd": curve[-1]["test_r2_sd"],
                 })
                 for seed in config.seeds():
-                    own = sorted((r for r in rows if r["model"] == model and r["seq_len"] == T
-                                  and r["seed"] == seed), key=lambda r: r["n_train"])
+                    own = select(rows, "n_train", model=model, seq_len=T, seed=seed)
                     n_s, how_s = smallest_n([r["n_train"] for r in own],
                                             [r["test_r2"] for r in own], target)
                     per_seed.append({"model": model, "model_name": model_name(model, config),
@@ -214,8 +201,7 @@ class SampleComplexity(Experiment):
         section = results[self.name]
         parts = []
         for model in MODELS:
-            rows = sorted((r for r in section["minimal"] if r["model"] == model),
-                          key=lambda r: r["seq_len"])
+            rows = select(section["minimal"], "seq_len", model=model)
             values = ", ".join(f"{shown(r['n_star'], r['how'], r['grid'])} at T={r['seq_len']}"
                                for r in rows)
             g = find(section["growth"], model=model)
@@ -244,8 +230,7 @@ def plot_sample_complexity(results):
     low = min(r["test_r2_mean"] - r["test_r2_sd"] for r in section["summary"])
     for ax, T in zip(axes, lens):
         for model in MODELS:
-            rows = sorted((r for r in section["summary"] if r["model"] == model
-                           and r["seq_len"] == T), key=lambda r: r["n_train"])
+            rows = select(section["summary"], "n_train", model=model, seq_len=T)
             band(ax, [r["n_train"] for r in rows], rows, "test_r2", model=model,
                  label=results["models"][model]["name"], errorbars=True)
         ax.axhline(target, color="gray", linestyle="--", alpha=0.6)
@@ -263,8 +248,7 @@ def plot_sample_complexity(results):
     legend_below(fig, axes[0], ncol=3)
     ax = axes[-1]
     for model in MODELS:
-        rows = sorted((r for r in section["minimal"] if r["model"] == model),
-                      key=lambda r: r["seq_len"])
+        rows = select(section["minimal"], "seq_len", model=model)
         found = [r for r in rows if r["how"] != "not reached"]
         ax.plot([r["seq_len"] for r in found], [r["n_star"] for r in found],
                 label=SHORT[model], **STYLES[model])

@@ -1,31 +1,17 @@
 """The six verdicts, with thresholds fixed before the run (2026-12-01).
 
-Each verdict reads its experiment's section of the results and says one of
-three things: "supported", "not supported", or "inconclusive" when the run
-cannot resolve its threshold, with the reason and the sizes that would
-decide it. The thresholds (``THRESHOLDS``) are those of the project's task
-statement, "Verdicts, fixed before the run (set 2026-12-01)"; they are
-recorded in every results file and never moved to make a run pass. How
-"inconclusive" is told apart (``RESOLUTION``) is fixed with them:
-
-- a value within ``standard_errors`` (2) standard errors of its threshold
-  is not resolved: the held-out loss's standard error is measured (over the
-  held-out sequences, combined over seeds); R^2's is taken as
-  2 (1 - R^2) / sqrt(d n k) for n held-out sequences and k seeds (the
-  sampling error of a loss and of the target variance it is divided by, for
-  Gaussian errors);
-- a verdict on trained models needs runs that train the paper's model on
-  at least ``min_training_sequences`` (100000) sequences (samples times
-  epochs; the quick run trains on 300000): a smaller run cannot fail a
-  claim, nor support one;
-- a grid that does not reach what the claim needs, a single T where a slope
-  is needed, a critical width not bracketed, or a doubling check (twice the
-  sequences and steps) that moves the critical width;
-- a slope whose bootstrap interval over seeds holds its threshold.
-
-Wang, Wei, Hsu & Lee, "Transformers Provably Learn Sparse Token Selection
-While Fully-Connected Nets Cannot" (ICML 2024, arXiv:2406.06893); the task
-is the q-sparse averaging of Sanford, Hsu & Telgarsky (NeurIPS 2023).
+Each verdict reads its experiment's section of the results and says
+"supported", "not supported", or "inconclusive" when the run cannot resolve
+its threshold, with the reason and the sizes that would decide it. The
+thresholds (``THRESHOLDS``) are the same for every run, recorded in every
+results file; the documentation's reproduction page (section "Verdicts,
+fixed before the run") gives each verdict's rule. ``RESOLUTION`` tells
+"inconclusive" apart: a value within 2 standard errors of its threshold
+(R^2's taken as 2 (1 - R^2) / sqrt(d n k) for n held-out sequences and k
+seeds); fewer than ``min_training_sequences`` (samples times epochs) for the
+paper's model; a grid that does not reach what the claim needs; a critical
+width not bracketed or moved by the doubling check; a slope whose bootstrap
+interval over seeds holds its threshold.
 """
 
 import math
@@ -42,11 +28,12 @@ from ._experiment import (
     fmt_spread,
     judged_widths,
     loglog_slope,
+    select,
 )
 
 #: the day the thresholds were fixed, before any run that judges them
 FIXED_ON = "2026-12-01"
-#: every number a verdict compares with (the task statement's), by name
+#: every number a verdict compares with, by name (the reproduction page's rules)
 THRESHOLDS = {
     # 1, 6: width separation (on a fixed sample; on the population)
     "separation_margin": 0.1, "separation_pe_low": 1.0, "separation_pe_high": 4.0,
@@ -94,15 +81,10 @@ def r2_se(r2, n, d, k=1):
 
 def verdict(name, *, model, statement, evidence, per_seed, gates=(), conditions=(),
             checks=(), note=None):
-    """A verdict from its gates and conditions.
-
-    ``gates``: ``(ok, reason)``; a gate not met makes it inconclusive with
-    its reason (the run cannot decide). ``conditions``: ``(state, text)``
-    with state "pass", "fail" or "unresolved": any "fail" makes it not
-    supported, else any "unresolved" inconclusive. ``per_seed``: whether
-    each seed's own numbers meet the conditions. ``checks``: what
-    mathematics guarantees, ``(text, passed)``, reported apart.
-    """
+    """A verdict: a ``gates`` ``(ok, reason)`` not met makes it inconclusive; else any
+    ``conditions`` ``(state, text)`` "fail" makes it not supported, any "unresolved"
+    inconclusive. ``per_seed``: each seed's own outcome; ``checks``: ``(text, passed)``
+    of what mathematics guarantees, reported apart."""
     reasons = [reason for ok, reason in gates if not ok]
     if not reasons:
         states = [state for state, _ in conditions]
@@ -120,7 +102,7 @@ def verdict(name, *, model, statement, evidence, per_seed, gates=(), conditions=
             "sanity_checks": [{"check": text, "passed": bool(ok)} for text, ok in checks]}
 
 
-def _training_gate(config, resolution, what):
+def _training_gate(config, resolution, what="the paper's model"):
     seen = config.n_samples * config.paper_training.max_epochs
     need = resolution["min_training_sequences"]
     return (seen >= need,
@@ -155,14 +137,13 @@ def _separation(results, t, r, *, population):
     scale = transformer_pe_scale(config.seq_len, config.n_selected)
     low, high = t["separation_pe_low"] * scale, t["separation_pe_high"] * scale
     td = config.seq_len * config.token_dim
-    gates = [_training_gate(config, r, "the paper's model"),
+    gates = [_training_gate(config, r),
              (bool(widths), f"no pe_dim of the grid lies in [q log T, 4 q log T] = "
               f"[{low:.1f}, {high:.1f}] with d + pe_dim < T*d = {td}: add one, e.g. "
               f"pe_dim {2 ** math.ceil(math.log2(low))}, or a larger T")]
     conditions, evidence, seeds = [], [], config.seeds()
     for w in widths:
-        rows = [x for x in section["rows"] if x["model"] == "paper" and x["width"] == w
-                and all(x.get(k) == v for k, v in match.items())]
+        rows = select(section["rows"], model="paper", width=w, **match)
         mean = float(np.mean([x["test_loss"] for x in rows]))
         se = math.sqrt(sum(x["test_loss_se"] ** 2 for x in rows)) / len(rows)
         limit = (1 - margin) * fcn_bound(config, w)
@@ -179,12 +160,11 @@ def _separation(results, t, r, *, population):
     per_seed = [bool(widths) and all(
         find(section["rows"], model="paper", width=w, seed=s, **match)["test_loss"]
         <= (1 - margin) * fcn_bound(config, w) for w in widths) for s in seeds]
-    evidence += ensemble_evidence(config, [x for x in section["summary"]
-                                        if x["model"] == "ensemble" and x["width"] < td
-                                        and all(x.get(k) == v for k, v in match.items())])
-    above = fcns_at_or_above_bound([x for x in section["rows"] if x["model"] == "fcn"
-                                    and x["width"] < td
-                                    and all(x.get(k) == v for k, v in match.items())])
+    evidence += ensemble_evidence(config, [x for x in select(section["summary"],
+                                                             model="ensemble", **match)
+                                           if x["width"] < td])
+    above = fcns_at_or_above_bound([x for x in select(section["rows"], model="fcn", **match)
+                                    if x["width"] < td])
     check = (f"every FCN below T*d sits at or above its bound (within 3 standard errors of "
              f"its held-out loss): {sum(above)} of {len(above)} fits", all(above))
     where = "trained on the population (fresh sequences every epoch)" if population \
@@ -224,7 +204,7 @@ def _length(results, t, r):
 
     grid = sorted(p for p in config.pe_dims)
     span = grid[-1] / grid[0] if grid else 0
-    gates = [_training_gate(config, r, "the paper's model"),
+    gates = [_training_gate(config, r),
              (config.length_pe_dim == t["length_pe_dim"],
               f"the verdict is fixed at pe_dim {t['length_pe_dim']}; this run's "
               f"length_pe_dim is {config.length_pe_dim}"),
@@ -250,8 +230,7 @@ def _length(results, t, r):
         return (float(spearmanr(pe, at4)[0]) if len(set(at4)) > 1 else math.nan,
                 float(spearmanr(pe, ratio)[0]) if len(set(ratio)) > 1 else math.nan)
 
-    by_pe = sorted((x for x in section["by_pe_dim_summary"] if x["model"] == "paper"),
-                   key=lambda x: x["pe_dim"])
+    by_pe = select(section["by_pe_dim_summary"], "pe_dim", model="paper")
     rho_4t, rho_ratio = trend([{"pe_dim": x["pe_dim"], "r2_at_4T": x["r2_at_4T_mean"],
                                 "r2_at_1T": x["r2_at_1T_mean"]} for x in by_pe])
     for name, rho in (("R^2 at 4T", rho_4t), ("R^2(4T) / R^2(T)", rho_ratio)):
@@ -260,8 +239,7 @@ def _length(results, t, r):
                            "(constant values): a wider pe_dim grid would decide"))
 
     def holds(seed):
-        own = sorted((x for x in section["by_pe_dim"] if x["model"] == "paper"
-                      and x["seed"] == seed), key=lambda x: x["pe_dim"])
+        own = select(section["by_pe_dim"], "pe_dim", model="paper", seed=seed)
         rhos = trend(own)
         return (all(compare(r2(m, f, seed), t[key], at_least=a) == "pass"
                     for m, f, key, a in bounds)
@@ -320,9 +298,17 @@ def _alignment(results, t, r):
                    f"ends with mean alignment <W, I> / (||W||_F sqrt(d_p)) >= "
                    f"{t['alignment_final']}."),
         evidence=evidence, per_seed=[final(s) >= t["alignment_final"] for s in seeds],
-        gates=[_training_gate(config, r, "the paper's model")],
+        gates=[_training_gate(config, r)],
         conditions=[(compare(value, t["alignment_final"], at_least=True),
                      "no alignment was recorded")], checks=[check])
+
+
+def _own_stars(section):
+    """``{seed: {T: that seed's own critical width}}`` of a critical-width section."""
+    own = {}
+    for p in section["critical_per_seed"]:
+        own.setdefault(p["seed"], {})[p["seq_len"]] = p["star"]
+    return own
 
 
 def _doubling_gate(check, what):
@@ -378,14 +364,13 @@ def _scaling(results, t, r):
     conditions = [(state, f"the slope {fmt(slope, '.2f')} has a bootstrap interval over "
                    f"seeds [{fmt(low, '.2f')}, {fmt(high, '.2f')}] holding {limit}: more "
                    "seeds or a wider range of T would decide"), *narrower]
-    own = {}
-    for p in s["critical_per_seed"]:
-        own.setdefault(p["seed"], {})[p["seq_len"]] = p["star"]
+    own = _own_stars(s)
     per_seed = []
     for seed in seeds:
         stars = [own.get(seed, {}).get(T) for T in lens]
         per_seed.append(len(lens) >= 2 and all(stars)
                         and loglog_slope(lens, stars) <= limit)
+    log_slope = loglog_slope(lens, [math.log(T) for T in lens]) if len(lens) > 1 else None
     evidence = (", ".join(f"T={x['seq_len']}: pe_dim* {x['star'] or '-'} (bracket "
                           f"({x['lower'] or '-'}, {x['star'] or '-'}], held-out R^2 "
                           f"{fmt(x['test_r2_mean'])}; q log T {x['q_log_t']:.1f})" for x in rows)
@@ -393,12 +378,8 @@ def _scaling(results, t, r):
                 + (f" ({RESOLUTION['bootstrap_level']:.0%} bootstrap interval over seeds "
                    f"[{low:.2f}, {high:.2f}])" if low is not None else
                    " (one seed: no interval over seeds)")
-                + "; references over these T: q log T "
-                + fmt(loglog_slope(lens, [math.log(T) for T in lens]) if len(lens) > 1 else None,
-                      ".2f")
-                + ", (q log T)^2 "
-                + fmt(2 * loglog_slope(lens, [math.log(T) for T in lens]) if len(lens) > 1
-                      else None, ".2f") + ", T 1.00"
+                + f"; references over these T: q log T {fmt(log_slope, '.2f')}, (q log T)^2 "
+                + fmt(log_slope and 2 * log_slope, ".2f") + ", T 1.00"
                 + "".join(f"; T={T}: width d + pe_dim* {d + x['star']} against the FCN's m* "
                           f"{fcn[T]['star'] or '> ' + str(fcn[T]['stop'])}"
                           for x in rows for T in [x["seq_len"]] if T in fcn and x["star"]))
@@ -424,9 +405,7 @@ def _tightness(results, t, r):
              _doubling_gate(s["check"], "m*")]
     conditions = [("pass" if x["star"] is not None and x["star"] <= factor * x["td"] else "fail",
                    "") for x in rows]
-    own = {}
-    for p in s["critical_per_seed"]:
-        own.setdefault(p["seed"], {})[p["seq_len"]] = p["star"]
+    own = _own_stars(s)
     per_seed = [all(own.get(seed, {}).get(x["seq_len"]) is not None for x in rows)
                 for seed in seeds]
     zero = zero_predictor_loss(d, config.n_selected)
@@ -456,7 +435,7 @@ def _tightness(results, t, r):
         checks=[check])
 
 
-#: the verdicts in the task statement's order, with the section each needs
+#: the verdicts in the reproduction page's order, with the section each needs
 VERDICTS = (("width_separation", lambda res, t, r: _separation(res, t, r, population=False)),
             ("length_generalisation", _length), ("alignment", _alignment),
             ("width_scaling", _scaling), ("fcn_tightness", _tightness),
@@ -466,14 +445,11 @@ VERDICTS = (("width_separation", lambda res, t, r: _separation(res, t, r, popula
 def assess_claims(results, thresholds=THRESHOLDS, resolution=RESOLUTION):
     """Judge each verdict whose experiment ran: supported, not supported or inconclusive.
 
-    Returns a list of dicts with ``claim``, ``model`` (the model judged),
-    ``statement``, ``verdict`` (one of ``OUTCOMES``, judged on the mean over
-    seeds), ``supported`` (``verdict == "supported"``),
-    ``inconclusive_reasons`` (why the run cannot decide, and what would),
-    ``seeds_supporting`` (how many seeds meet it on their own), ``n_seeds``,
-    ``evidence``, ``note`` and ``sanity_checks`` (what mathematics
-    guarantees, reported apart). ``run`` judges with ``THRESHOLDS``; pass
-    others to judge the same numbers by other standards.
+    Returns a list of dicts: ``claim``, ``model``, ``statement``, ``verdict``
+    (one of ``OUTCOMES``, on the mean over seeds), ``supported``,
+    ``inconclusive_reasons`` (and what would decide), ``seeds_supporting``,
+    ``n_seeds``, ``evidence``, ``note`` and ``sanity_checks``. Other
+    ``thresholds`` judge the same numbers by other standards.
 
     Examples
     --------

@@ -1,49 +1,33 @@
 """Verdict 4, transformer width scaling: pe_dim* against T over a range that can decide it.
 
-pe_dim* is the smallest ``pe_dim`` whose mean validation R^2 (over the
-seeds) reaches 0.8, for the paper's model (one positional draw), at each T
-of ``scaling_seq_lens()`` (at least 5 values spanning at least 16x). It is
-found by the bracketing search of :mod:`._bracket`, not a full grid: at the
-smallest T from ``scaling_pe_start``, at each later T from the pe_dim* of
-the one before (pe_dim* does not shrink with T, so the search starts at or
-near the crossing); the width doubles until the mean R^2 reaches the
-target, or halves down to ``scaling_pe_floor`` while it does, and is then
-bisected in log space until the last failing and the first passing pe_dim
-are within a factor sqrt(2). Its held-out R^2 is reported beside it.
-
-Every fit trains on the population: ``scaling_n_train`` fresh sequences
-every epoch, at every T, with the ``scaling_training`` steps, Adam's rate
-scaled as 1/sqrt(pe_dim) (``Training.lr_ref_width``): at one rate for every
-width the one-draw model trains worse as pe_dim grows, and the width would
-not be what sets pe_dim*. That neither
-the sequences nor the steps set pe_dim* is checked in the run: at
-``scaling_check_len`` the two pe_dim around the crossing are refitted with
-twice the sequences (twice the steps); pe_dim* is unchanged when the lower
-one still fails and the upper one still passes.
-
-The searches run round by round (a generator of fits: the run merges its
-rounds with the other searches' and keeps every fit as it finishes, so a
-resumed run refits nothing); its path depends only on the scores it saw.
+pe_dim* is the smallest ``pe_dim`` whose mean validation R^2 over the seeds
+reaches 0.8, for the paper's model (one positional draw), at each T of
+``scaling_seq_lens()``, found by the bracketing search of :mod:`._bracket`
+(from ``scaling_pe_start`` at the smallest T, from the pe_dim* before at each
+later T; refined to a factor sqrt(2)); its held-out R^2 beside it. Every fit
+trains on ``scaling_n_train`` fresh sequences every epoch with Adam's rate
+scaled as 1/sqrt(pe_dim) (``Training.lr_ref_width``), so that the training
+does not set pe_dim*; at ``scaling_check_len`` the two pe_dim around the
+crossing are refitted with twice the sequences (and steps) to check it.
 """
 
 import math
+from functools import partial
 
 import numpy as np
 
 from ..theory import transformer_pe_scale
 from ._bracket import (
-    REFINE,
     TARGET_R2,
     bracket_text,
-    collect_points,
-    critical_rows,
+    check_line,
     critical_searches,
-    per_seed_rows,
+    critical_section,
     r2_text,
 )
 from ._experiment import Experiment, config_of, fmt, loglog_slope, markdown_table
-from ._figures import STYLES, legend_beside, pyplot
-from ._models import Fit, model_name
+from ._figures import STYLES, legend_beside, legend_or_note, pyplot
+from ._models import Fit
 
 MODEL = "paper_scaling"
 
@@ -91,43 +75,33 @@ class WidthScaling(Experiment):
 
     def search(self, config):
         return critical_searches(
-            config, config.scaling_seq_lens(), lambda T, w, factor=1: _fit(config, T, w, factor),
+            config, config.scaling_seq_lens(), partial(_fit, config),
             lambda T, previous: previous.width if previous and previous.width
             else config.scaling_pe_start,
             floor=lambda T: config.scaling_pe_floor, stop=lambda T: config.scaling_pe_stop,
             check_len=config.scaling_check_len)
 
     def collect(self, config, records, found=None):
-        brackets, check = found
-        points, summary = collect_points(config, records, brackets,
-                                         lambda T, w: _fit(config, T, w), "pe_dim")
-        rows = critical_rows(config, brackets, summary, lambda T: {
-            "width_star": None if brackets[T].width is None
-            else config.token_dim + brackets[T].width,
-            "q_log_t": transformer_pe_scale(T, config.n_selected)})
-        seeds = config.seeds()
-        per_seed = per_seed_rows(points, brackets, seeds)
-        found = [r for r in rows if r["star"] is not None]
+        brackets = found[0]
+        s = critical_section(
+            config, records, found, partial(_fit, config), "pe_dim", MODEL, lambda T: {
+                "width_star": None if brackets[T].width is None
+                else config.token_dim + brackets[T].width,
+                "q_log_t": transformer_pe_scale(T, config.n_selected)},
+            {"seq_len": config.scaling_check_len, "n_train": 2 * config.scaling_n_train})
+        found = [r for r in s["critical"] if r["star"] is not None]
         slope = loglog_slope([r["seq_len"] for r in found], [r["star"] for r in found]) \
             if len(found) >= 2 else None
         low, high, used = bootstrap_slope(
-            {r["seq_len"]: [p for p in points if p["seq_len"] == r["seq_len"]] for r in found},
-            seeds)
-        return {"target_r2": TARGET_R2, "refine": REFINE, "model": MODEL,
-                "model_name": model_name(MODEL, config),
-                "n_train": config.scaling_n_train,
+            {r["seq_len"]: [p for p in s["points"] if p["seq_len"] == r["seq_len"]]
+             for r in found}, config.seeds())
+        return {**s, "n_train": config.scaling_n_train,
                 "steps": config.scaling_training.steps(config.scaling_n_train),
                 "lr": config.scaling_training.lr,
-                "lr_ref_width": config.scaling_training.lr_ref_width,
-                "points": points, "summary": summary, "critical": rows,
-                "critical_per_seed": per_seed,
-                "slope": slope,
+                "lr_ref_width": config.scaling_training.lr_ref_width, "slope": slope,
                 "slope_interval": [None if math.isnan(low) else low,
                                    None if math.isnan(high) else high],
-                "slope_interval_level": 0.9, "slope_bootstrap_resamples": used,
-                "check": None if check is None else {
-                    "seq_len": config.scaling_check_len, "n_train": 2 * config.scaling_n_train,
-                    **check}}
+                "slope_interval_level": 0.9, "slope_bootstrap_resamples": used}
 
     tables = {"width_scaling_points.csv": "points", "width_scaling.csv": "critical",
               "width_scaling_per_seed.csv": "critical_per_seed"}
@@ -151,11 +125,7 @@ class WidthScaling(Experiment):
                   + _interval(s) + "."]
         if s["check"]:
             c = s["check"]
-            lines.append(
-                f"Check at T={c['seq_len']} with {c['n_train']} sequences every epoch "
-                f"(twice the steps): mean validation R^2 {c['lower_r2']:.3f} at pe_dim "
-                f"{c['lower']}, {c['upper_r2']:.3f} at {c['upper']}: pe_dim* "
-                + ("unchanged." if c["unchanged"] else "CHANGED (the steps set it)."))
+            lines.append(check_line(c, f"pe_dim {c['lower']}", c["upper"], "pe_dim*"))
         return lines
 
     def figures(self):
@@ -209,11 +179,7 @@ def plot_width_scaling(results):
            title=f"Transformer width scaling, paper's model on the population\n"
                  f"slope {fmt(s['slope'], '.2f')}{_interval(s)}\n(d={config.token_dim}, "
                  f"q={q}; {config.n_seeds} seeds)")
-    if ax.get_legend_handles_labels()[0]:  # nothing reached the target: no legend
-        legend_beside(ax)
-    else:
-        ax.text(0.5, 0.5, "no critical width found in this run", ha="center",
-                transform=ax.transAxes)
+    legend_or_note(ax, legend_beside)
     return fig
 
 

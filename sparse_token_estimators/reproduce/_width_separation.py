@@ -1,18 +1,11 @@
 """Claim 1, width separation: at equal width below T d, the transformer does what no FCN can.
 
-Both models are fitted over their widths at T (the FCN's width is m, the
-transformer's d + pe_dim). Below T d, every FCN's loss is at least the
-width-aware bound ``theory.fcn_lower_bound(T, q, token_dim=d, width=m)``:
-that the fitted FCNs sit on or above it is guaranteed (a sanity check of the
-run, reported, not judged). What can fail is the transformer's side: at the
-widths the theory names, d + pe_dim with pe_dim between q log T and
-4 q log T, the paper's model must go clearly below the FCN's bound at the
-same width. "Clearly": its mean held-out loss is at least
-``separation_margin`` (10%) below the bound. The bound is exact for the
-population; the held-out estimate of a loss has a relative sampling error
-of about sqrt(2 / (d n_test)), well under the margin at the presets' sizes,
-so a 10% margin is not crossed by noise, and the transformer that
-passes is not merely level with the best possible FCN.
+The FCN (width m) and the transformer (width d + pe_dim) over their widths at
+T. That every FCN below T d sits on or above ``theory.fcn_lower_bound`` is
+guaranteed (a sanity check). What can fail: at d + pe_dim with q log T <=
+pe_dim <= 4 q log T, the paper's model's mean held-out loss is at least
+``separation_margin`` below the FCN's bound at the same width (a margin the
+held-out sampling error, about sqrt(2 / (d n_test)), does not cross).
 """
 
 from ._experiment import (
@@ -24,6 +17,7 @@ from ._experiment import (
     fmt_spread,
     judged_widths,
     markdown_table,
+    select,
     summarise,
     zero_loss,
 )
@@ -105,7 +99,7 @@ def plot_width_separation(results):
     summary = section["summary"]
     fig, ax = plt.subplots(figsize=(10, 4.4), layout="constrained")
     for model in MODELS:
-        rows = sorted((r for r in summary if r["model"] == model), key=lambda r: r["width"])
+        rows = select(summary, "width", model=model)
         if rows:
             band(ax, [r["width"] for r in rows], rows, "test_loss", model=model,
                  label=results["models"][model]["name"], errorbars=True)
