@@ -16,7 +16,7 @@ EXAMPLE_ARGS = {
     "pipeline_comparison.py": ["3000"],
     "compare_architectures.py": ["2000"],
     "critical_width.py": ["2000"],
-    "query_layout.py": ["2000"],
+    "query_layout.py": ["3000"],
     "distributed_search.py": ["--size", "tiny", "--n-workers", "2"],
 }
 

@@ -63,7 +63,7 @@ MODELS = {
 }
 search = GridSearchCV(Pipeline([("model", MODELS["FCN"])]),
                       {"model": list(MODELS.values())}, cv=3, n_jobs=-1, refit=False)
-search.fit(X, y)
+search = search.fit(X, y)
 
 # %%
 # Their scores
