@@ -486,11 +486,18 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         x = to_tensor(x, device=self.device)
         if self._predict_block is None or self.module_.training or not isinstance(x, torch.Tensor):
             return super().infer(x, **fit_params)
+        forward = super(_SparseTokenRegressor, self).infer
+        return self._in_blocks(x, lambda chunk: forward(chunk, **fit_params))
+
+    def _in_blocks(self, x, forward):
+        """``forward`` over ``x`` in eval mode, in blocks of ``_block_for`` sequences.
+
+        ``x`` is padded (``pad_to_block``) so that every call has one shape
+        whatever the batch; the padding's outputs are dropped.
+        """
         block = self._block_for(x.shape[1])
-        n = len(x)
-        padded = pad_to_block(x, block)  # (n + pad, T, d + 1)
-        return torch.cat([super(_SparseTokenRegressor, self).infer(chunk, **fit_params)
-                          for chunk in padded.split(block)])[:n]
+        outputs = [forward(chunk) for chunk in pad_to_block(x, block).split(block)]
+        return torch.cat(outputs)[:len(x)]
 
     def _block_for(self, seq_len):
         # fewer sequences per block when they are long, so that a block costs

@@ -14,7 +14,7 @@ from skorch.dataset import unpack_data
 from skorch.utils import to_numpy, to_tensor
 
 from . import _params
-from ._base import _SparseTokenRegressor, pad_to_block
+from ._base import _SparseTokenRegressor
 from .architectures import RecurrentNet, TransformerEncoder, check_encoder_sizes
 from .positional import ENCODINGS
 
@@ -205,15 +205,9 @@ class SparseTokenEncoder(_SparseTokenRegressor):
         X = self._check_X(X)
         self._set_training(False)
         with self._device_scope(), torch.no_grad():
-            weights = []
-            for batch in self.get_iterator(self.get_dataset(X), training=False):
-                x = to_tensor(unpack_data(batch)[0], self.device)
-                n, block = len(x), self._block_for(x.shape[1])
-                padded = pad_to_block(x, block)
-                noise = self.module_.draw_noise(padded)  # eval mode: one seeded draw
-                weights += [self.module_.attention(chunk, noise=noise)
-                            for chunk in padded.split(block)]
-                weights[-1] = weights[-1][:len(weights[-1]) - (-n % block)]
+            weights = [self._in_blocks(to_tensor(unpack_data(batch)[0], self.device),
+                                       self.module_.attention)
+                       for batch in self.get_iterator(self.get_dataset(X), training=False)]
         return to_numpy(torch.cat(weights))
 
 
