@@ -25,6 +25,7 @@ puts the estimator back as it was before the call.
 """
 
 
+import threading
 import warnings
 
 import numpy as np
@@ -51,6 +52,12 @@ from .callbacks import (
 from .exceptions import NonFinitePredictionWarning
 
 #: positions per prediction block (``_SparseTokenRegressor.infer``) at the longest lengths
+#: Held while a module is built from the seeded global RNG (``initialize_module``).
+#: torch has one default generator per process: two threads building modules at
+#: once (a threaded joblib or Dask search) would otherwise interleave their draws
+#: and each get weights of neither seed.
+_GLOBAL_RNG_LOCK = threading.Lock()
+
 _BLOCK_POSITIONS = 1 << 14
 
 
@@ -224,7 +231,8 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         # Seed the module's initial weights without touching the global RNG.
         # The module is built on the CPU; torch.manual_seed would also reseed
         # (and, before CUDA starts, record a stack trace for) every GPU.
-        with torch.random.fork_rng(devices=[]):
+        # The lock makes this safe from threads: the global generator is shared.
+        with _GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=[]):
             torch.default_generator.manual_seed(self._seeds_[0])
             self.module_ = self.initialized_instance(self.module, kwargs)
         return self

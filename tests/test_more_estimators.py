@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -230,6 +231,30 @@ def test_predict_from_four_threads_is_the_sequential_prediction(name):
     assert not est.module_.training
     assert vars(est).keys() == attributes.keys()
     assert all(vars(est)[key] is value for key, value in attributes.items())
+
+
+@pytest.mark.parametrize("name", ["fcn", "encoder", "rnn"])
+def test_initializing_from_eight_threads_gives_each_seed_its_own_weights(name):
+    # the sizes initialize needs (the FCN's input also fixes T)
+    SIZES = dict(token_dim=3, **({"seq_len": 6} if name == "fcn" else {}))  # noqa: N806
+    # torch's global generator is one per process: modules built at once from
+    # threads (a threaded joblib or in-process Dask search) must not share draws
+    seeds = list(range(48))
+    built = [make_estimator(name, random_state=s, **SIZES).initialize() for s in seeds]
+    expected = [{k: v.clone() for k, v in est.module_.state_dict().items()} for est in built]
+    barrier = threading.Barrier(8)
+
+    def initialize(seed):
+        if seed < 8:
+            barrier.wait()  # the first eight start together
+        est = make_estimator(name, random_state=seed, **SIZES).initialize()
+        return est.module_.state_dict()
+
+    with ThreadPoolExecutor(8) as pool:
+        for seed, got in zip(seeds, pool.map(initialize, seeds)):
+            assert got.keys() == expected[seed].keys()
+            for key in got:
+                assert torch.equal(got[key], expected[seed][key]), (seed, key)
 
 
 # -- searches -----------------------------------------------------------------------------
