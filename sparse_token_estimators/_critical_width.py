@@ -58,9 +58,10 @@ class CriticalWidth:
         the stop, (widest width, None).
     status : {"found", "at start", "> stop", "unresolved", "non-monotone"}
         "found": bracketed, confirmed at the next width and unmoved by twice
-        the steps; "at start": ``start`` already passes (the crossing is at
-        or below it); "> stop": no width up to ``stop`` passes, the widest
-        not even with twice the steps (a measurement); "unresolved": the
+        the steps; "at start": ``start`` (or, with ``floor``, the floor)
+        already passes (the crossing is at or below it); "> stop": no width
+        up to ``stop`` passes, the widest not even with twice the steps (a
+        measurement); "unresolved": the
         steps check moved the bracket (or made the widest pass); see
         ``reason``; "non-monotone": the score fell as the width grew.
     reason : str
@@ -98,8 +99,8 @@ def _passes(score, target):
     return score is not None and not math.isnan(score) and score >= target
 
 
-def search_steps(start, *, target, stop=None, factor=2.0, refine=2 ** 0.5, fall_tol=0.05,
-                 check_steps=True):
+def search_steps(start, *, target, stop=None, floor=None, factor=2.0, refine=2 ** 0.5,
+                 fall_tol=0.05, check_steps=True):
     """The bracketing search as a generator: it yields the fits it needs, one at a time.
 
     Each ``yield`` gives a request ``(width, steps_multiplier)`` and takes
@@ -111,7 +112,7 @@ def search_steps(start, *, target, stop=None, factor=2.0, refine=2 ** 0.5, fall_
 
     Parameters
     ----------
-    start, target, stop, factor, refine, fall_tol, check_steps
+    start, target, stop, floor, factor, refine, fall_tol, check_steps
         As in :func:`bracket_critical_width`.
 
     Examples
@@ -126,6 +127,9 @@ def search_steps(start, *, target, stop=None, factor=2.0, refine=2 ** 0.5, fall_
     if stop is not None and (isinstance(stop, bool) or not isinstance(stop, int)
                              or stop < start):
         raise ValueError(f"stop must be None or an int >= start={start}; got {stop!r}.")
+    if floor is not None and (isinstance(floor, bool) or not isinstance(floor, int)
+                              or not 1 <= floor <= start):
+        raise ValueError(f"floor must be None or an int in 1..start={start}; got {floor!r}.")
     if not factor > 1 or not refine > 1:
         raise ValueError(f"factor and refine must be > 1; got {factor!r} and {refine!r}.")
     scores, doubled = {}, {}
@@ -174,6 +178,12 @@ def search_steps(start, *, target, stop=None, factor=2.0, refine=2 ** 0.5, fall_
         return done(None, (lower, None), "> stop",
                     f"no width up to {lower} reaches {target}, nor {lower} with twice the "
                     f"steps ({widest:.4g})")
+    while lower is None and floor is not None and upper > floor:  # shrink: start passes
+        smaller = max(floor, min(upper - 1, round(upper / factor)))
+        if _passes((yield from score(smaller)), target):
+            upper = smaller
+        else:
+            lower = smaller
     while lower is not None and upper / lower > refine and upper - lower > 1:  # bisect
         mid = min(max(round(math.sqrt(lower * upper)), lower + 1), upper - 1)
         if _passes((yield from score(mid)), target):
@@ -194,7 +204,9 @@ def search_steps(start, *, target, stop=None, factor=2.0, refine=2 ** 0.5, fall_
                     f"{min(failing)} does not ({scores[min(failing)]:.4g})")
     status = "at start" if lower is None else "found"
     confirmed = f", confirmed at {min(above)}" if above else ", not confirmed (at the stop)"
-    reason = (f"{start} already reaches {target}" if lower is None else
+    reason = (f"{upper} already reaches {target}"
+              + (" (the floor)" if floor is not None and upper == floor else "")
+              if lower is None else
               f"the crossing lies in ({lower}, {upper}]") + confirmed
     if not check_steps:
         return done(upper, (lower, upper), status, reason + " (steps not checked)")
@@ -259,7 +271,7 @@ def run_searches(evaluate, searches):
     return results
 
 
-def bracket_critical_width(evaluate, start, *, target, stop=None, factor=2.0,
+def bracket_critical_width(evaluate, start, *, target, stop=None, floor=None, factor=2.0,
                            refine=2 ** 0.5, fall_tol=0.05, check_steps=True):
     """The bracketing search with its confirmations, on a score function alone.
 
@@ -281,6 +293,9 @@ def bracket_critical_width(evaluate, start, *, target, stop=None, factor=2.0,
     target : float
     stop : int or None
         Widest width the search may evaluate (the confirmation included).
+    floor : int or None, default=None
+        When ``start`` already passes, shrink by ``factor`` down to this
+        width until one fails (then bisect); None: report "at start" at once.
     factor : float, default=2.0
         Growth factor (> 1).
     refine : float, default=sqrt(2)
@@ -304,8 +319,8 @@ def bracket_critical_width(evaluate, start, *, target, stop=None, factor=2.0,
     >>> found["status"], found["bracket"]
     ('found', (19, 23))
     """
-    steps = search_steps(start, target=target, stop=stop, factor=factor, refine=refine,
-                         fall_tol=fall_tol, check_steps=check_steps)
+    steps = search_steps(start, target=target, stop=stop, floor=floor, factor=factor,
+                         refine=refine, fall_tol=fall_tol, check_steps=check_steps)
     return run_searches(lambda jobs: [evaluate(w, m) for _, w, m in jobs], {None: steps})[None]
 
 
@@ -384,7 +399,7 @@ def _split_data(X, y, validation, test, validation_fraction, random_state):
 
 
 def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4, stop=None,
-                   seeds=(0, 1, 2), validation=None, test=None, validation_fraction=0.2,
+                   floor=None, seeds=(0, 1, 2), validation=None, test=None, validation_fraction=0.2,
                    random_state=0, factor=2.0, refine=2 ** 0.5, fall_tol=0.05,
                    check_steps=True, lr_param="lr", steps_param="max_epochs",
                    seed_param="random_state", scoring=None, error_score=np.nan,
@@ -426,6 +441,9 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
         First width evaluated.
     stop : int or None, default=None
         Widest width evaluated; None: no limit.
+    floor : int or None, default=None
+        Narrowest width evaluated when ``start`` already passes (the search
+        shrinks to it); None: "at start" at once.
     seeds : sequence of int, default=(0, 1, 2)
         Set as ``seed_param``; the score is the mean over them.
     validation : tuple (X_val, y_val) or None
@@ -522,7 +540,8 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
             per_seed[width][seed] = max(own, key=own.get) if own else None
         return finite[chosen[width]] if finite else math.nan
 
-    found = bracket_critical_width(evaluate, start, target=target, stop=stop, factor=factor,
+    found = bracket_critical_width(evaluate, start, target=target, stop=stop, floor=floor,
+                                   factor=factor,
                                    refine=refine, fall_tol=fall_tol, check_steps=check_steps)
     return CriticalWidth(param=param, target=target, width=found["width"],
                          bracket=found["bracket"], status=found["status"],

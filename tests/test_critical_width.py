@@ -4,6 +4,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from sparse_token_estimators import (
@@ -12,7 +14,7 @@ from sparse_token_estimators import (
     SparseTokenTransformer,
     make_sparse_selection,
 )
-from sparse_token_estimators._critical_width import bracket_critical_width
+from sparse_token_estimators._critical_width import bracket_critical_width, search_steps
 from sparse_token_estimators.model_selection import CriticalWidth, critical_width
 
 LRS = [0.001, 0.01, 0.1]
@@ -136,6 +138,47 @@ def test_unknown_parameter_and_stream_without_validation_are_refused():
     stream = SparseSelectionStream(4, 2, 2, n_samples=64, random_state=0, device="cpu")
     with pytest.raises(ValueError, match="needs validation="):
         critical_width(SparseTokenFCN(), "hidden_width", stream, lr_grid=LRS)
+
+
+def test_a_passing_start_shrinks_to_the_floor_and_brackets():
+    result = _run(lambda w, lr, e, s: 0.9 if w >= 3 else 0.1, start=16, floor=1)
+    assert result.status == "found" and result.bracket == (2, 3)
+    assert sorted(result.scores) == [2, 3, 4, 8, 16]  # 16, 8, 4, 2 down; 3 between
+    at_floor = _run(lambda w, lr, e, s: 0.9, start=16, floor=2)
+    assert at_floor.status == "at start" and at_floor.bracket == (None, 2)
+    assert "(the floor)" in at_floor.reason
+
+
+@settings(max_examples=60, deadline=None)
+@given(crossing=st.integers(1, 5000), start=st.integers(1, 64),
+       refine=st.sampled_from([1.01, 2 ** 0.25, 2 ** 0.5, 2.0]))
+def test_the_bracket_always_holds_the_crossing(crossing, start, refine):
+    calls = []
+
+    def evaluate(width, times):
+        calls.append((width, times))
+        return float(width >= crossing)
+
+    found = bracket_critical_width(evaluate, start, target=0.5, refine=refine, floor=1)
+    lower, upper = found["bracket"]
+    if found["status"] == "at start":
+        assert upper == 1 == crossing and lower is None
+    else:
+        assert found["status"] == "found" and lower < crossing <= upper
+        assert upper / lower <= refine or upper - lower == 1
+    once = [w for w, times in calls if times == 1]
+    assert len(once) == len(set(once)) and all(isinstance(w, int) for w in once)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"start": 0}, "start"), ({"start": 2.5}, "start"), ({"stop": 2}, "stop"),
+    ({"floor": 9}, "floor"), ({"floor": 0}, "floor"), ({"factor": 1.0}, "factor"),
+    ({"refine": 0.5}, "refine"),
+])
+def test_bad_search_arguments_are_refused(kwargs, match):
+    args = {"start": 4, "target": 0.5, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        next(search_steps(args.pop("start"), **args))
 
 
 def test_the_search_alone_on_a_score_function():

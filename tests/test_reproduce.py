@@ -35,12 +35,19 @@ def results(smoke_results):
 
 def test_every_fit_is_made_once_per_seed(results):
     planned = planned_fits(SMOKE)
-    searched = [r for r in results["fits"]
-                if set(r["used_by"]) & {"width_scaling", "fcn_tightness"}
-                # the architectures' searches; their fits at the planned width are planned
-                or ("architectures" in r["used_by"] and r["width"] != SMOKE.architecture_width)]
-    assert len(results["fits"]) == len(planned) * SMOKE.n_seeds + len(searched)
-    assert len(searched) % SMOKE.n_seeds == 0 and searched  # each search fit, every seed
+    seeds = {}
+    for r in results["fits"]:
+        fit = Fit(r["model"], r[width_parameter(r["model"])], r["seq_len"], r["data"],
+                  r["n_train"], r["max_steps"])
+        seeds.setdefault((fit, r["lr"]), []).append(r["seed"])
+    # each fit made for every seed, once; the planned fits among them, and the searches'
+    assert all(sorted(s) == SMOKE.seeds() for s in seeds.values())
+    made = set(seeds)
+    for fit in planned:
+        assert (replace(fit, n_train=fit.training_size(SMOKE)), fit.learning_rate(SMOKE)) \
+            in made
+    searched = [r for r in results["fits"] if set(r["used_by"]) & {"width_scaling"}]
+    assert searched and len({r["lr"] for r in searched}) == len(SMOKE.lr_grid("transformer"))
     assert {r["seed"] for r in results["fits"]} == set(SMOKE.seeds())
     # experiments share fits: the length fits are width-separation fits too
     shared = [r for r in results["fits"] if len(r["used_by"]) > 1]
@@ -356,8 +363,10 @@ def test_width_separation_at_every_T_of_the_searches(results):
     results = copy.deepcopy(results)
     d, q = SMOKE.token_dim, SMOKE.n_selected
     results["width_scaling"]["critical"] = [
-        {"seq_len": 4, "star": 3, "lower": 2}, {"seq_len": 8, "star": None, "lower": 8}]
-    results["fcn_tightness"]["critical"] = [{"seq_len": 4, "star": 9, "lower": 6}]
+        {"seq_len": 4, "star": 3, "lower": 2, "status": "found"},
+        {"seq_len": 8, "star": None, "lower": 8, "status": "> stop"}]
+    results["fcn_tightness"]["critical"] = [{"seq_len": 4, "star": 9, "lower": 6,
+                                             "status": "found"}]
     lines = separation_lines(results)
     table = [line for line in lines if line.startswith("|")][2:]
     assert table == [

@@ -5,6 +5,7 @@ import copy
 import pytest
 
 from sparse_token_estimators import reproduce
+from sparse_token_estimators._critical_width import STATUSES
 from sparse_token_estimators.reproduce import SMOKE
 from sparse_token_estimators.reproduce._architectures import (
     EXPERIMENT,
@@ -13,6 +14,7 @@ from sparse_token_estimators.reproduce._architectures import (
     sentences,
 )
 from sparse_token_estimators.reproduce._experiment import summarise
+from sparse_token_estimators.reproduce._models import MODELS
 from sparse_token_estimators.reproduce._registry import EXPERIMENTS
 
 
@@ -26,7 +28,11 @@ def test_the_experiment_is_in_the_run(results):
     section = results["architectures"]
     assert [r["model"] for r in section["critical"]] == list(SEARCHED)
     for row in section["critical"]:
-        assert row["status"] in ("found", "beyond stop", "at start")
+        assert row["status"] in STATUSES and row["reason"]
+        # the best of the family's rates at every width searched
+        assert set(row["chosen_lr"]) == {str(w) for w in row["evaluated"]}
+        grid = SMOKE.lr_grid(MODELS[row["model"]].family)
+        assert set(row["chosen_lr"].values()) - {None} <= set(grid)
         assert row["evaluated"] == sorted(row["evaluated"]) and row["evaluated"][0] >= 1
         # the search never goes beyond 4 T d
         assert max(row["evaluated"]) <= 4 * SMOKE.seq_len * SMOKE.token_dim

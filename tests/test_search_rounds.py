@@ -3,15 +3,17 @@
 import pytest
 
 from sparse_token_estimators.reproduce import SMOKE
-from sparse_token_estimators.reproduce._bracket import BracketSearch, fit_rounds
+from sparse_token_estimators._critical_width import search_steps
+from sparse_token_estimators.reproduce._bracket import protocol_rounds
 from sparse_token_estimators.reproduce._models import Fit
 from sparse_token_estimators.reproduce._progress import Progress
 from sparse_token_estimators.reproduce._run import run_searches
 
 
 def score(fit):
-    """A made-up validation R^2 that rises with the width, crossing 0.8 at 3 x seq_len."""
-    return min(1.0, fit.width / (3.75 * fit.seq_len))
+    """A made-up validation R^2 that rises with the width, crossing 0.8 at 3 x seq_len
+    at the best rate (0.03 of SMOKE's grid; 0.01 scores a tenth less)."""
+    return min(1.0, fit.width / (3.75 * fit.seq_len)) - (0.1 if fit.lr == 0.01 else 0.0)
 
 
 class Searching:
@@ -22,9 +24,11 @@ class Searching:
         self.rounds = 0
 
     def search(self, config):
-        search = BracketSearch(self.start, target=0.8, stop=1024, factor=2.0, refine=2 ** 0.5)
-        rounds = fit_rounds(config, {self.seq_len: search},
-                            lambda T, w: Fit("fcn", w, T, "population", n_train=8))
+        search = search_steps(self.start, target=0.8, stop=1024, factor=2.0, refine=2 ** 0.5)
+        rounds = protocol_rounds(
+            config, {self.seq_len: search},
+            lambda T, w, lr, times: Fit("fcn", w, T, "population", n_train=8 * times, lr=lr),
+            lambda T: config.lr_grid("fcn"))
         request = next(rounds)
         try:
             while True:
@@ -74,7 +78,8 @@ def test_searches_find_what_they_find_alone_in_fewer_rounds():
     found, records, used_by = run([NoSearch(), *together], runner)
     for experiment in together:
         assert found[experiment.name] == alone[experiment.seq_len]
-        assert found[experiment.name].status == "found"
+        assert found[experiment.name]["status"] == "found"
+        assert set(found[experiment.name]["chosen_lr"].values()) == {0.03}
     assert "nothing" not in found
     # one round holds the fits of every search still running
     assert len(runner.calls) == max(e.rounds for e in together) < n_alone
@@ -95,7 +100,7 @@ def test_a_fit_two_searches_ask_for_is_made_once_and_named_in_experiment_order()
 
 def test_a_fit_already_made_is_not_made_again():
     runner = Runner()
-    first = Fit("fcn", 1, 8, "population", n_train=8)
+    first = Fit("fcn", 1, 8, "population", n_train=8, lr=0.03)
     records = {(first, s): {"val_r2": score(first)} for s in SMOKE.seeds()}
     used_by = {first: ["planned"]}
     run_searches(SMOKE, [Searching("s", 8)], records, used_by, Progress(0, enabled=False),

@@ -64,7 +64,9 @@ def test_thresholds_are_the_task_statements_and_recorded(smoke):
     assert (THRESHOLDS["stochastic_r2_at_T"], THRESHOLDS["stochastic_r2_at_4T"]) == (0.9, 0.8)
     assert (THRESHOLDS["fixed_r2_at_T"], THRESHOLDS["fixed_r2_at_4T"]) == (0.9, 0.3)
     assert THRESHOLDS["length_spearman"] == 0.9 and THRESHOLDS["alignment_final"] == 0.9
-    assert THRESHOLDS["scaling_max_slope"] == 0.6 and THRESHOLDS["scaling_target_r2"] == 0.8
+    assert THRESHOLDS["scaling_best_factor"] == 1.5 and THRESHOLDS["scaling_target_r2"] == 0.8
+    assert (THRESHOLDS["scaling_span"], THRESHOLDS["scaling_span_paper"]) == (16, 32)
+    assert (THRESHOLDS["lr_grid_values"], THRESHOLDS["lr_grid_span"]) == (3, 10)
     assert THRESHOLDS["tightness_max_factor"] == 4
     recorded = smoke["thresholds"]
     assert recorded["fixed_before_the_run"] and recorded["fixed_on"] == "2026-12-01"
@@ -326,130 +328,165 @@ def test_alignment_passes_on_a_fit_that_converges_in_one_epoch():
     assert _alignment(results, THRESHOLDS, RESOLUTION)["verdict"] == "inconclusive"
 
 
-# -- 4. transformer width scaling ---------------------------------------------------------
+# -- 4. transformer width scaling (second set: against the best case) ---------------------
 
 LENS = (8, 16, 32, 64, 128)
-LOG_LIKE = {8: 8, 16: 11, 32: 16, 64: 16, 128: 23}       # slope about 0.3
-LINEAR = {8: 8, 16: 16, 32: 32, 64: 64, 128: 128}        # slope 1
+#: pe_dim_best of q = 3 at these T (theory.pe_dim_best; the verdict reads the section's)
+BEST = {8: 17, 16: 30, 32: 44, 64: 59, 128: 77}
+WITHIN = {8: 19, 16: 38, 32: 54, 64: 76, 128: 107}      # ratios 1.12 .. 1.39
+BEYOND = {8: 19, 16: 38, 32: 54, 64: 76, 128: 160}      # 160 / 77 = 2.08 at T = 128
+GRIDS = [["transformer", [0.003, 0.01, 0.03]], ["fcn", [0.001, 0.003, 0.01, 0.03]],
+         ["encoder", [0.003, 0.01, 0.03]], ["rnn", [0.003, 0.01, 0.03]]]
 
 
-def set_scaling(results, stars, *, per_seed=None, interval=(None, None), check=True,
-                fcn=None, status="found"):
-    """The scaling section: pe_dim* per T (each bracketed by a factor 1.33 below)."""
-    from sparse_token_estimators.reproduce._experiment import loglog_slope
+@pytest.fixture
+def protocol(results):
+    """The verdict-sized SMOKE layout with the protocol's learning-rate grids."""
+    results["config"]["lr_grids"] = copy.deepcopy(GRIDS)
+    return results
 
+
+def _row(t, star, lower, status="found", **extra):
+    return {"seq_len": t, "key": "k", "star": star, "lower": lower, "status": status,
+            "reason": f"reason at {t}", "ratio": None if not (star and lower) else star / lower,
+            "evaluated": [w for w in (lower, star) if w], "doubled_scores": {},
+            "chosen_lr": {}, "lr_at_star": 0.01, "test_r2_mean": 0.81, "test_r2_sd": 0.01,
+            "td": t * D, **extra}
+
+
+def set_scaling(results, stars, *, per_seed=None, status="found", fcn=None, best=BEST,
+                lowers=None):
+    """The scaling section: pe_dim* per T, each bracketed by a factor 1.33 below."""
     lens = sorted(stars)
     results["width_scaling"] = {
         "target_r2": 0.8, "refine": 2 ** 0.5, "model": "paper_scaling",
-        "model_name": "paper's model", "n_train": 2048, "steps": 640,
-        "critical": [{"seq_len": t, "star": stars[t], "lower": round(stars[t] / 1.33),
-                      "status": status, "ratio": 1.33, "evaluated": [stars[t]],
-                      "test_r2_mean": 0.81, "test_r2_sd": 0.01, "td": t * D,
-                      "q_log_t": Q * math.log(t)} for t in lens],
+        "model_name": "paper's model", "n_train": 2048, "steps": 640, "best_slope": 0.5,
+        "critical": [_row(t, stars[t], (lowers or {}).get(t, round(stars[t] / 1.33)),
+                          status, pe_dim_best=best[t], star_over_best=stars[t] / best[t],
+                          q_log_t=Q * math.log(t)) for t in lens],
         "critical_per_seed": [{"seq_len": t, "seed": s, "star": (per_seed or {}).get(
             s, stars)[t]} for s in SEEDS for t in lens],
-        "slope": loglog_slope(lens, [stars[t] for t in lens]), "slope_interval":
-            list(interval),
-        "check": None if check is None else {"seq_len": 32, "n_train": 4096, "lower": 12,
-                                             "upper": 16, "lower_r2": 0.7,
-                                             "upper_r2": 0.85 if check else 0.75,
-                                             "unchanged": bool(check)}}
+        "slope": 0.5, "slope_interval": [None, None]}
     results["fcn_tightness"]["critical"] = [
-        {"seq_len": t, "star": m, "stop": 4 * t * D, "td": t * D, "bound_width": 1,
-         "lower": None, "test_r2_mean": 0.8, "star_over_td": 1.0, "bound_over_td": 0.8}
+        _row(t, m, m // 2, bound_width=1, stop=4 * t * D, star_over_td=1.0, bound_over_td=0.8)
         for t, m in (fcn or {8: 80, 16: 160, 32: 300}).items()]
 
 
-def test_scaling_passes_like_q_log_t(results):
-    set_scaling(results, LOG_LIKE, interval=(0.2, 0.4))
-    c = judge(results, "transformer width scaling")
-    assert c["verdict"] == "supported" and c["seeds_supporting"] == 2
-    assert "slope 0.36" in c["evidence"] and "[0.20, 0.40]" in c["evidence"]
+def test_scaling_passes_within_one_and_a_half_times_the_best_case(protocol):
+    set_scaling(protocol, WITHIN)
+    c = judge(protocol, "transformer width scaling")
+    assert c["verdict"] == "supported" and c["seeds_supporting"] == 2, c
+    assert "pe_dim_best 77 (ratio 1.39)" in c["evidence"]
+    assert "second set" in c["note"]
 
 
-def test_scaling_fails_like_t(results):
-    set_scaling(results, LINEAR, interval=(0.9, 1.1))
-    c = judge(results, "transformer width scaling")
+def test_scaling_fails_where_pe_dim_star_is_beyond_the_limit(protocol):
+    set_scaling(protocol, BEYOND, lowers={128: 120})  # (120, 160] all above 1.5 x 77
+    c = judge(protocol, "transformer width scaling")
     assert c["verdict"] == "not supported" and c["seeds_supporting"] == 0
 
 
-def test_scaling_fails_when_not_narrower_than_the_fcn(results):
-    set_scaling(results, LOG_LIKE, fcn={8: 80, 16: 12, 32: 300})  # 8 + 11 > 12
-    assert judge(results, "transformer width scaling")["verdict"] == "not supported"
+def test_scaling_fails_when_not_narrower_than_the_fcn(protocol):
+    set_scaling(protocol, WITHIN, fcn={8: 80, 16: 40, 32: 300})  # 8 + 38 >= 40
+    assert judge(protocol, "transformer width scaling")["verdict"] == "not supported"
 
 
 @pytest.mark.parametrize("change, reason", [
-    ({"stars": {8: 8, 16: 11, 32: 16, 64: 16}}, "spanning 8x"),  # 4 T over 8x
-    ({"interval": (0.3, 0.9)}, "bootstrap interval"),
-    ({"check": False}, "move pe_dim*"),
-    ({"check": None}, "did not run"),
-    ({"status": "at start"}, "not bracketed"),
+    ({"stars": {8: 19, 16: 38, 32: 54, 64: 76}}, "spanning 8x"),  # 4 T over 8x
+    ({"status": "unresolved"}, "more steps"),
+    ({"status": "non-monotone"}, "as the width grows"),
+    ({"stars": BEYOND, "lowers": {128: 100}}, "holds 1.5 x pe_dim_best = 115.5"),
 ])
-def test_scaling_is_inconclusive(results, change, reason):
-    set_scaling(results, **{"stars": LOG_LIKE, **change})
-    c = judge(results, "transformer width scaling")
+def test_scaling_is_inconclusive(protocol, change, reason):
+    set_scaling(protocol, **{"stars": WITHIN, **change})
+    c = judge(protocol, "transformer width scaling")
     assert c["verdict"] == "inconclusive"
     assert any(reason in text for text in c["inconclusive_reasons"]), c["inconclusive_reasons"]
 
 
-def test_scaling_counts_seeds_on_their_own(results):
-    set_scaling(results, LOG_LIKE, per_seed={0: LOG_LIKE, 1: LINEAR})
-    c = judge(results, "transformer width scaling")
+def test_scaling_names_the_unresolved_t_and_a_failing_t_still_fails(protocol):
+    set_scaling(protocol, BEYOND, lowers={128: 120})
+    protocol["width_scaling"]["critical"][0]["status"] = "unresolved"
+    c = judge(protocol, "transformer width scaling")
+    assert c["verdict"] == "not supported"  # T = 128 fails whatever T = 8 would give
+    set_scaling(protocol, WITHIN)
+    protocol["width_scaling"]["critical"][1]["status"] = "unresolved"
+    c = judge(protocol, "transformer width scaling")
+    assert c["verdict"] == "inconclusive" and "at T=16" in c["inconclusive_reasons"][0]
+
+
+def test_scaling_needs_the_protocols_rate_grid(protocol):
+    protocol["config"]["lr_grids"][0][1] = [0.01, 0.03]
+    set_scaling(protocol, WITHIN)
+    c = judge(protocol, "transformer width scaling")
+    assert c["verdict"] == "inconclusive" and "learning-rate grid" in \
+        c["inconclusive_reasons"][-1]
+
+
+def test_scaling_at_the_paper_scale_needs_32x(protocol):
+    paper = asdict(reproduce.PAPER)
+    protocol["config"] = {**paper, "n_seeds": SMOKE.n_seeds,
+                          "lr_grids": copy.deepcopy(GRIDS)}
+    set_scaling(protocol, WITHIN)
+    protocol["fcn_tightness"]["critical"] = []
+    c = judge(protocol, "transformer width scaling")
+    assert c["verdict"] == "inconclusive"
+    assert "spanning 32x (the paper scale)" in c["inconclusive_reasons"][0]
+
+
+def test_scaling_counts_seeds_on_their_own(protocol):
+    set_scaling(protocol, WITHIN, per_seed={0: WITHIN, 1: BEYOND})
+    c = judge(protocol, "transformer width scaling")
     assert c["supported"] and c["seeds_supporting"] == 1
 
 
-def test_scaling_with_one_seed_says_it_has_no_interval(results):
-    set_scaling(results, LOG_LIKE)
-    c = judge(results, "transformer width scaling")
-    assert c["supported"] and "one seed: no interval" in c["evidence"]
+# -- 5. FCN tightness (its steps rule at every T) ------------------------------------------
 
 
-# -- 5. FCN tightness ---------------------------------------------------------------------
-
-
-def set_tightness(results, stars, check=True):
-    """m* per T (None: beyond 4 T d)."""
+def set_tightness(results, stars, status=None):
+    """m* per T (None: "> stop", the widest failing with twice the steps too)."""
+    status = status or {}
     results["fcn_tightness"] = {
         "target_r2": 0.8, "refine": 2 ** 0.5, "max_factor": 4, "model": "fcn_tightness",
         "model_name": "FCN", "points": [],
-        "critical": [{"seq_len": t, "star": m, "lower": None if m is None else m - 1,
-                      "status": "found" if m else "beyond stop", "td": t * D,
-                      "stop": 4 * t * D, "bound_width": round(0.8 * t * D),
-                      "bound_over_td": 0.8, "star_over_td": None if m is None else m / (t * D),
-                      "test_r2_mean": 0.81} for t, m in stars.items()],
+        "critical": [_row(t, m, 4 * t * D if m is None else m - 1,
+                          status.get(t, "found" if m else "> stop"), stop=4 * t * D,
+                          bound_width=round(0.8 * t * D), bound_over_td=0.8,
+                          star_over_td=None if m is None else m / (t * D))
+                     for t, m in stars.items()],
         "critical_per_seed": [{"seq_len": t, "seed": s, "star": m} for s in SEEDS
-                              for t, m in stars.items()],
-        "check": {"seq_len": 4, "n_train": 64, "lower": 7, "upper": 8, "lower_r2": 0.7,
-                  "upper_r2": 0.9, "unchanged": check}}
+                              for t, m in stars.items()]}
 
 
-def test_tightness_passes_within_four_t_d(results):
-    set_tightness(results, {3: 10, 4: 14, 6: 20})
-    c = judge(results, "FCN tightness")
+def test_tightness_passes_within_four_t_d(protocol):
+    set_tightness(protocol, {3: 10, 4: 14, 6: 20})
+    c = judge(protocol, "FCN tightness")
     assert c["verdict"] == "supported" and c["seeds_supporting"] == 2
     assert "m* 14 = 1.75 T*d" in c["evidence"]
     assert c["sanity_checks"][0]["passed"]
 
 
-def test_tightness_fails_beyond_four_t_d(results):
-    set_tightness(results, {3: 10, 4: 14, 6: None})
-    c = judge(results, "FCN tightness")
-    assert c["verdict"] == "not supported" and "> 48 = 4 T*d" in c["evidence"]
+def test_tightness_fails_beyond_four_t_d(protocol):
+    set_tightness(protocol, {3: 10, 4: 14, 6: None})
+    c = judge(protocol, "FCN tightness")
+    assert c["verdict"] == "not supported" and "> 48 (> stop" in c["evidence"]
 
 
-@pytest.mark.parametrize("stars, check, reason", [
-    ({3: 10, 4: 14}, True, "at least 3"),
-    ({3: 10, 4: 14, 6: None}, False, "move m*"),
+@pytest.mark.parametrize("stars, status, reason", [
+    ({3: 10, 4: 14}, {}, "at least 3"),
+    ({3: 10, 4: 14, 6: 40}, {6: "unresolved"}, "at T=6 m* is unresolved"),
+    ({3: 10, 4: 14, 6: None}, {6: "unresolved"}, "more steps"),
 ])
-def test_tightness_is_inconclusive(results, stars, check, reason):
-    set_tightness(results, stars, check)
-    c = judge(results, "FCN tightness")
-    assert c["verdict"] == "inconclusive" and reason in c["inconclusive_reasons"][0]
+def test_tightness_is_inconclusive(protocol, stars, status, reason):
+    set_tightness(protocol, stars, status)
+    c = judge(protocol, "FCN tightness")
+    assert c["verdict"] == "inconclusive" and reason in c["inconclusive_reasons"][0], \
+        c["inconclusive_reasons"]
 
 
-def test_tightness_reports_an_m_star_below_the_bound_as_a_failed_sanity_check(results):
-    set_tightness(results, {3: 10, 4: 14, 6: 5})  # 5 < the bound's width 10 at T=6
-    c = judge(results, "FCN tightness")
+def test_tightness_reports_an_m_star_below_the_bound_as_a_failed_sanity_check(protocol):
+    set_tightness(protocol, {3: 10, 4: 14, 6: 5})  # 5 < the bound's width 10 at T=6
+    c = judge(protocol, "FCN tightness")
     assert c["supported"] and not c["sanity_checks"][0]["passed"]
 
 

@@ -3,20 +3,32 @@
 The package's transformer encoder (:class:`~sparse_token_estimators.
 SparseTokenEncoder`, one block, one head, attention pooling) and recurrent
 nets (:class:`~sparse_token_estimators.SparseTokenRNN`): the smallest width
-(``d_model``, ``hidden_size``) whose mean validation R^2 reaches 0.8, by the
-bracketing search of :mod:`._bracket`, for the encoder without positional
-encoding, the GRU and the LSTM; and held-out R^2 at the named lengths up to
-8T at ``architecture_width`` for the encoder with each encoding and each
-cell. All train on the population with ``architecture_training``, one
-setting chosen on a validation set before this experiment. Nothing here is
-judged.
+(``d_model``, ``hidden_size``) whose score reaches 0.8, by the protocol of
+:mod:`._bracket` (the best mean validation R^2 over the family's
+learning-rate grid, confirmed at the next width, the steps checked by
+doubling them), for the encoder without positional encoding, the GRU and
+the LSTM; and held-out R^2 at the named lengths up to 8T at
+``architecture_width`` for the encoder with each encoding and each cell, at
+``architecture_training``'s one rate. All train on the population. Nothing
+here is judged.
 """
 
 import math
+from functools import partial
 
 from ..architectures import CELLS, ENCODER_ENCODINGS
 from ..theory import fcn_critical_width
-from ._bracket import REFINE, TARGET_R2, BracketSearch, bracket_text, fit_rounds, r2_text
+from ._bracket import (
+    TARGET_R2,
+    bracket_text,
+    critical_section,
+    population_fit,
+    protocol_searches,
+    r2_text,
+    rates_text,
+    star_text,
+    steps_text,
+)
 from ._experiment import (
     Experiment,
     config_of,
@@ -47,19 +59,20 @@ def _stop(config, T):
     return max(START, min(config.architecture_width_stop, 4 * T * config.token_dim))
 
 
+def _search_fit(config, model, T, width, lr, times):
+    return population_fit(config, model, T, width, lr, times, config.architecture_n_train)
+
+
 def searches(config):
-    """Generator: at each T of ``architecture_seq_lens()`` in increasing T, the
-    searched models in lock-step, each starting from its smallest width at the T
-    before (from START at the first); returns ``{T: {model: Bracket}}``."""
-    found, previous = {}, {}
-    for T in config.architecture_seq_lens():
-        brackets = {m: BracketSearch(min(max(previous.get(m) or START, FLOOR), _stop(config, T)),
-                                     target=TARGET_R2, stop=_stop(config, T), floor=FLOOR,
-                                     factor=2.0, refine=REFINE) for m in SEARCHED}
-        found[T] = yield from fit_rounds(config, brackets,
-                                         lambda m, w, T=T: _fit(config, m, w, T))
-        previous = {m: b.width for m, b in found[T].items()}
-    return found
+    """Generator: at each T of ``architecture_seq_lens()`` in increasing T, the searched
+    models in lock-step by the protocol (:func:`._bracket.protocol_searches`), each
+    starting from its smallest width at the T before (from START at the first); returns
+    ``{T: {model: outcome}}``."""
+    return protocol_searches(
+        config, config.architecture_seq_lens(), SEARCHED, partial(_search_fit, config),
+        start=lambda model, T, previous: previous["width"] if previous and previous["width"]
+        else START,
+        stop=lambda model, T: _stop(config, T), floor=lambda model, T: FLOOR)
 
 
 class Architectures(Experiment):
@@ -74,30 +87,10 @@ class Architectures(Experiment):
 
     def collect(self, config, records, found=None):
         T0, seeds, d = config.seq_len, config.seeds(), config.token_dim
-        points, critical = [], []
-        for T, brackets in found.items():
-            for model, b in brackets.items():
-                for w, _ in b.evaluated:
-                    for seed in seeds:
-                        r = records[_fit(config, model, w, T), seed]
-                        points.append({"model": model, "model_name": r["model_name"],
-                                       "seq_len": T, "width": w, "seed": seed,
-                                       "val_r2": r["val_r2"], "test_r2": r["test_r2"],
-                                       "fit_cpu_s": r["fit_cpu_s"]})
-        summary = summarise(points, ["model", "model_name", "seq_len", "width"],
-                            ["val_r2", "test_r2", "fit_cpu_s"])
-        for T, brackets in found.items():
-            for model, b in brackets.items():
-                at = find(summary, model=model, seq_len=T, width=b.width) if b.width else None
-                critical.append({"model": model, "model_name": model_name(model, config),
-                                 "seq_len": T, "td": T * d,
-                                 "fcn_bound_width": fcn_critical_width(
-                                     T, config.n_selected, d, TARGET_R2),
-                                 "star": b.width, "lower": b.lower, "status": b.status,
-                                 "stop": _stop(config, T),
-                                 "evaluated": [w for w, _ in b.evaluated],
-                                 "test_r2_mean": at["test_r2_mean"] if at else None,
-                                 "test_r2_sd": at["test_r2_sd"] if at else None})
+        section = critical_section(
+            config, found, records, partial(_search_fit, config), "width",
+            lambda model, T: {"fcn_bound_width": fcn_critical_width(
+                T, config.n_selected, d, TARGET_R2), "stop": _stop(config, T)})
         rows = []
         for model in LENGTH_MODELS:
             for seed in seeds:
@@ -106,11 +99,10 @@ class Architectures(Experiment):
                           "width": config.architecture_width, "length": L, "factor": L / T0,
                           "seed": seed, "r2": r2}
                          for L, r2 in r["r2_by_length"].items() if not math.isnan(r2)]
-        return {"target_r2": TARGET_R2, "refine": REFINE, "n_train": config.architecture_n_train,
+        return {**section, "n_train": config.architecture_n_train,
                 "width": config.architecture_width, "td": T0 * d,
                 "width_stop": config.architecture_width_stop,
                 "fcn_bound_width": fcn_critical_width(T0, config.n_selected, d, TARGET_R2),
-                "points": points, "summary": summary, "critical": critical,
                 "lengths": rows,
                 "lengths_summary": summarise(rows, ["model", "model_name", "length"], ["r2"])}
 
@@ -124,25 +116,29 @@ class Architectures(Experiment):
         lens = _lens(s)
         where = (f"at T={T}" if lens == [T] else
                  f"at T = {', '.join(map(str, lens))} for the widths and T={T} for the lengths")
+        grids = "; ".join(f"{family} {', '.join(f'{lr:g}' for lr in rates)}"
+                          for family, rates in s["lr_grids"].items())
         lines = [f"Beyond the paper, measured, no verdict. Trained on the population {where} "
-                 f"({s['n_train']} fresh sequences every epoch, Adam lr {training.lr}, batch "
-                 f"{training.batch_size}, {training.max_epochs} epochs: one setting for all; "
-                 "the quick and paper presets' was chosen on a validation set before the "
-                 "run, see the module's docstring); the encoder has one "
-                 f"block and one head. Smallest width whose validation R^2 (mean over {n} "
-                 f"seeds) reaches {s['target_r2']}, by the bracketing search of the scaling "
-                 f"law (to a factor {s['refine']:.3f}; widths up to "
+                 f"({s['n_train']} fresh sequences every epoch, batch {training.batch_size}, "
+                 f"{training.max_epochs} epochs); the encoder has one block and one head. "
+                 f"Smallest width whose validation R^2 (mean over {n} seeds, at the best of "
+                 f"the learning rates: {grids}; Adam at a constant rate) reaches "
+                 f"{s['target_r2']}, by the protocol of the scaling law (bracketed to a factor "
+                 f"{s['refine']:.3f}, confirmed at the next width, both bracketing widths "
+                 "refitted with twice the steps; widths up to "
                  f"min({s['width_stop']}, 4 T d)), with its held-out R^2, beside T d and the "
-                 f"width from which the FCN bound allows R^2 {s['target_r2']}.", ""]
-        rows = [[r["model_name"], str(r["seq_len"]), fmt(r["star"], "d") if r["star"] else "-",
-                 bracket_text(r), r["status"],
-                 r2_text(r),
-                 str(r["td"]), str(r["fcn_bound_width"]),
-                 ", ".join(str(w) for w in r["evaluated"])]
+                 f"width from which the FCN bound allows R^2 {s['target_r2']}. The lengths "
+                 f"below train at Adam lr {training.lr}, one setting for all.", ""]
+        rows = [[r["model_name"], str(r["seq_len"]), star_text(r), bracket_text(r),
+                 r["status"], r2_text(r), fmt(r["lr_at_star"], "g"), steps_text(r),
+                 str(r["td"]), str(r["fcn_bound_width"]), rates_text(r)]
                 for r in sorted(s["critical"], key=_order)]
         lines += markdown_table(["model", "T", "smallest width", "bracket", "search",
-                                 "held-out R^2", "T d", "FCN bound's width", "widths fitted"],
-                                rows, ["l", "r", "r", "r", "l", "r", "r", "r", "l"])
+                                 "held-out R^2", "rate", "2x steps (val R^2)", "T d",
+                                 "FCN bound's width", "rate chosen per width"],
+                                rows, ["l", "r", "r", "r", "l", "r", "r", "l", "r", "r", "l"])
+        lines += [f"{r['model_name']} at T={r['seq_len']}: {r['reason']}."
+                  for r in sorted(s["critical"], key=_order) if r["status"] != "found"]
         lines += ["", f"Held-out R^2 (mean ± sd over {n} seeds) at width {s['width']} "
                   f"(d_model, hidden_size), trained at T={T}:", ""]
         rows = [[results["models"][m]["name"]] + [

@@ -1,193 +1,27 @@
-"""The bracketing search: the smallest integer width whose score reaches a target.
+"""The reproduction's critical-width searches: the protocol of the second set of verdicts.
 
-Grow the width geometrically from ``start`` until the score reaches the
-target, then bisect in log space between the last failing and the first
-passing width until their ratio is at most ``refine`` (the score is assumed
-to rise with the width; no width is evaluated twice). :class:`BracketSearch`
-is ask/tell; :func:`lockstep` runs several in one round; the experiments'
-critical-width searches (:func:`critical_searches`) are generators of fits
-on top of them, whose rounds the run merges.
+Every critical width of a run (the paper's model's pe_dim*, the FCN's m*,
+each architecture's smallest width) is found by the bracketing search of
+:func:`~sparse_token_estimators.model_selection.critical_width` (its
+generator :func:`~sparse_token_estimators._critical_width.search_steps`):
+a width's score is the best, over its model family's learning-rate grid
+(``ReproductionConfig.lr_grids``), of the validation R^2 averaged over the
+seeds; the crossing is confirmed at the next width, a falling score is
+reported, and both bracketing widths (the widest, past the stop) are
+refitted with twice the steps at their chosen rate, at every T.
+:func:`protocol_searches` turns those searches into rounds of
+:class:`~._models.Fit` (a rate per fit) whose records come back from the
+run's one runner; the rest of this module makes the tables of what they found.
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import replace
 
 import numpy as np
 
+from .._critical_width import search_steps
 from ._experiment import find, summarise
-from ._models import model_name
-
-
-@dataclass(frozen=True)
-class Bracket:
-    """The outcome of a bracketing search.
-
-    Attributes
-    ----------
-    width, upper : int or None
-        The smallest evaluated width whose score reaches the target (None:
-        status "beyond stop").
-    lower : int or None
-        The largest failing width below it (the crossing is in (lower,
-        width]); None with status "at start"; the widest fitted with status
-        "beyond stop".
-    evaluated : tuple of (int, float)
-        Every evaluated width and its score, in increasing width.
-    status : {"found", "beyond stop", "at start"}
-        Bracketed to within ``refine``; no width up to ``stop`` reaches the
-        target; the smallest width allowed passes.
-    """
-
-    width: int | None
-    lower: int | None
-    upper: int | None
-    evaluated: tuple
-    status: str
-
-    @property
-    def ratio(self):
-        """upper / lower: how tightly the crossing is bracketed (inf if not)."""
-        if self.lower is None or self.upper is None:
-            return math.inf
-        return self.upper / self.lower
-
-
-class BracketSearch:
-    """One search, step by step: ``pending()`` widths to evaluate, ``tell`` their scores.
-
-    Parameters
-    ----------
-    start : int
-        The first width evaluated (>= 1).
-    target : float
-        A width passes when its score is >= ``target`` (NaN fails).
-    stop, floor : int, optional
-        The largest width it may evaluate; when ``start`` passes, the
-        smallest it shrinks to (None: no limit; report "at start" at once).
-    factor : float, default=2.0
-        Growth (and shrink) factor of the first phase, > 1.
-    refine : float, default=sqrt(2)
-        Bisect until upper / lower <= ``refine`` (> 1).
-
-    Examples
-    --------
-    >>> search = BracketSearch(4, target=0.5)
-    >>> while not search.done:
-    ...     widths = search.pending()
-    ...     search.tell(widths, [1.0 if w >= 23 else 0.0 for w in widths])
-    >>> result = search.result()
-    >>> result.status, result.lower, result.width  # the crossing is in (19, 23]
-    ('found', 19, 23)
-    """
-
-    def __init__(self, start, *, target, stop=None, floor=None, factor=2.0,
-                 refine=2 ** 0.5):
-        for name, value in (("start", start), ("stop", stop), ("floor", floor)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < 1):
-                raise ValueError(f"{name} must be a positive int or None; got {value!r}.")
-        if stop is not None and stop < start:
-            raise ValueError(f"stop={stop} must be at least start={start}.")
-        if floor is not None and floor > start:
-            raise ValueError(f"floor={floor} must be at most start={start}.")
-        for name, value in (("factor", factor), ("refine", refine)):
-            if not value > 1:
-                raise ValueError(f"{name} must be > 1; got {value!r}.")
-        self.start, self.target, self.stop, self.floor = start, target, stop, floor
-        self.factor, self.refine = factor, refine
-        self.scores = {}
-
-    def _passes(self, width):
-        score = self.scores[width]
-        return score is not None and not math.isnan(score) and score >= self.target
-
-    def _bounds(self):
-        """(largest failing width below the smallest passing one, smallest passing)."""
-        passing = [w for w in self.scores if self._passes(w)]
-        upper = min(passing) if passing else None
-        failing = [w for w in self.scores if not self._passes(w)
-                   and (upper is None or w < upper)]
-        return (max(failing) if failing else None), upper
-
-    def _next(self):
-        """The next width to evaluate, or None when the search is over."""
-        if not self.scores:
-            return self.start
-        lower, upper = self._bounds()
-        if upper is None:  # growing: nothing passes yet
-            if self.stop is not None and lower >= self.stop:
-                return None
-            nxt = max(lower + 1, round(lower * self.factor))
-            return nxt if self.stop is None else min(nxt, self.stop)
-        if lower is None:  # shrinking: the smallest evaluated width passes
-            if self.floor is None or upper <= self.floor:
-                return None
-            return max(self.floor, min(upper - 1, round(upper / self.factor)))
-        if upper / lower <= self.refine or upper - lower <= 1:
-            return None
-        mid = round(math.sqrt(lower * upper))
-        return min(max(mid, lower + 1), upper - 1)
-
-    @property
-    def done(self):
-        """Whether the search needs no more evaluations."""
-        return self._next() is None
-
-    def pending(self):
-        """The widths to evaluate in the next round (empty when done)."""
-        nxt = self._next()
-        return [] if nxt is None else [nxt]
-
-    def tell(self, widths, scores):
-        """Record the scores of ``widths``."""
-        scores = list(scores)
-        if len(scores) != len(widths):
-            raise ValueError(f"got {len(scores)} scores for {len(widths)} widths.")
-        for w, s in zip(widths, scores):
-            self.scores[int(w)] = float(s)
-
-    def result(self):
-        """The :class:`Bracket` found so far (final once ``done``)."""
-        lower, upper = self._bounds()
-        evaluated = tuple(sorted(self.scores.items()))
-        if upper is None:
-            return Bracket(None, lower, None, evaluated, "beyond stop")
-        if lower is None:
-            return Bracket(upper, None, upper, evaluated, "at start")
-        return Bracket(upper, lower, upper, evaluated, "found")
-
-
-def lockstep(searches):
-    """Several searches in lock-step, as an ask/tell generator.
-
-    Yields the pending ``[(key, width), ...]`` of every unfinished search in
-    a round and receives their scores (``send``); returns ``{key: Bracket}``.
-
-    Examples
-    --------
-    >>> crossing = {"a": 10, "b": 40}
-    >>> rounds = lockstep({k: BracketSearch(8, target=1.0, refine=1.01) for k in crossing})
-    >>> jobs = next(rounds)
-    >>> try:
-    ...     while True:
-    ...         jobs = rounds.send([float(w >= crossing[k]) for k, w in jobs])
-    ... except StopIteration as stop:
-    ...     found = stop.value
-    >>> found["a"].width, found["b"].width
-    (10, 40)
-    """
-    while True:
-        jobs = [(key, w) for key, search in searches.items() for w in search.pending()]
-        if not jobs:
-            return {key: search.result() for key, search in searches.items()}
-        scores = list((yield jobs))
-        if len(scores) != len(jobs):
-            raise ValueError(f"evaluate returned {len(scores)} scores for {len(jobs)} widths.")
-        for key, search in searches.items():
-            own = [(w, s) for (k, w), s in zip(jobs, scores) if k == key]
-            if own:
-                search.tell([w for w, _ in own], [s for _, s in own])
-
+from ._models import MODELS, Fit, model_name
 
 # The experiments' critical-width searches: generators that yield the fits of a
 # round and receive their records ``{(fit, seed): record}``; their path depends
@@ -204,101 +38,182 @@ def mean_score(records, fits, seeds, key="val_r2"):
     return [float(np.mean([records[f, s][key] for s in seeds])) for f in fits]
 
 
-def fit_rounds(config, searches, make_fit):
-    """Generator: ``searches`` (``{key: BracketSearch}``) in lock-step, each round as
-    fits. ``make_fit(key, width)``; returns ``{key: Bracket}``."""
-    rounds = lockstep(searches)
-    try:
-        jobs = next(rounds)
-        while True:
-            fits = [make_fit(key, w) for key, w in jobs]
-            records = yield fits
-            jobs = rounds.send(mean_score(records, fits, config.seeds()))
-    except StopIteration as stop:
-        return stop.value
+def _best(means):
+    """The rate of the best finite mean (None if none) and that mean (NaN if none)."""
+    finite = {lr: m for lr, m in means.items() if not math.isnan(m)}
+    if not finite:
+        return None, math.nan
+    best = max(finite, key=finite.get)
+    return best, finite[best]
 
 
-def sequential_searches(config, lens, make_fit, start, *, floor, stop):
-    """Generator: one search per T, in increasing T; ``make_fit(T, width)``,
-    ``start(T, previous Bracket or None)``, limits ``floor(T)``, ``stop(T)``.
-    Returns ``{T: Bracket}``."""
-    found, previous = {}, None
+def protocol_rounds(config, searches, make_fit, lrs):
+    """Generator: ``searches`` (``{key: search_steps(...)}``) in lock-step, as rounds of fits.
+
+    A request ``(width, 1)`` of a search is fitted at every rate of
+    ``lrs(key)`` (``make_fit(key, width, lr, 1)``) and scored by the best mean
+    validation R^2 over the seeds; ``(width, 2)`` at the rate chosen there,
+    with twice the steps (``make_fit(key, width, lr, 2)``). Yields the fits
+    of a round, receives their records; returns ``{key: outcome}``: what the
+    search returned, with ``chosen_lr`` (width -> rate) and
+    ``chosen_lr_per_seed`` (width -> {seed: that seed's best rate}).
+    """
+    seeds = config.seeds()
+    chosen = {key: {} for key in searches}
+    per_seed = {key: {} for key in searches}
+    results, pending = {}, {}
+
+    def advance(key, gen, score=None, first=False):
+        try:
+            pending[key] = (gen, next(gen) if first else gen.send(score))
+        except StopIteration as end:
+            results[key] = end.value
+            pending.pop(key, None)
+
+    for key, gen in searches.items():
+        advance(key, gen, first=True)
+    while pending:
+        asked = {}
+        for key, (_, (width, times)) in pending.items():
+            rates = lrs(key) if times == 1 else [chosen[key][width]] \
+                if chosen[key].get(width) is not None else []
+            asked[key] = [(lr, make_fit(key, width, lr, times)) for lr in rates]
+        records = yield [f for fits in asked.values() for _, f in fits]
+        for key, (gen, (width, times)) in list(pending.items()):
+            means = {lr: float(np.mean([records[f, s]["val_r2"] for s in seeds]))
+                     for lr, f in asked[key]}
+            best, score = _best(means)
+            if times == 1:
+                chosen[key][width] = best
+                per_seed[key][width] = {s: _best({lr: records[f, s]["val_r2"]
+                                                  for lr, f in asked[key]})[0] for s in seeds}
+            advance(key, gen, score)
+    return {key: {**results[key], "chosen_lr": chosen[key],
+                  "chosen_lr_per_seed": per_seed[key]} for key in searches}
+
+
+def protocol_searches(config, lens, keys, make_fit, *, start, stop, floor):
+    """Generator: at each T of ``lens`` in increasing order, one protocol search per key
+    of ``keys``, in lock-step (:func:`protocol_rounds`); the rates are those of each
+    key's model family.
+
+    ``make_fit(key, T, width, lr, times)`` (``times`` = 2: twice the steps);
+    ``start(key, T, outcome at the T before or None)``, ``stop(key, T)``,
+    ``floor(key, T)``: the search's first, widest and narrowest width.
+    Returns ``{T: {key: outcome}}``.
+    """
+    found, previous = {}, {}
     for T in lens:
-        first = min(max(start(T, previous), floor(T)), stop(T))
-        search = BracketSearch(first, target=TARGET_R2, stop=stop(T), floor=floor(T),
-                               factor=2.0, refine=REFINE)
-        found[T] = previous = (yield from fit_rounds(
-            config, {T: search}, lambda _, w, T=T: make_fit(T, w)))[T]
+        searches = {}
+        for key in keys:
+            top, bottom = stop(key, T), floor(key, T)
+            first = min(max(start(key, T, previous.get(key)), bottom), top)
+            searches[key] = search_steps(first, target=TARGET_R2, stop=top, floor=bottom,
+                                         factor=2.0, refine=REFINE)
+        found[T] = yield from protocol_rounds(
+            config, searches, lambda key, w, lr, times, T=T: make_fit(key, T, w, lr, times),
+            lambda key: config.lr_grid(MODELS[fit_model(key)].family))
+        previous = found[T]
     return found
 
 
-def doubling_check(config, bracket, make_fit):
-    """Generator: refit the bracket's two widths with twice the sequences
-    (``make_fit(width)``); returns None if not bracketed."""
-    if bracket is None or bracket.status != "found":
-        return None
-    fits = [make_fit(bracket.lower), make_fit(bracket.upper)]
-    lower, upper = mean_score((yield fits), fits, config.seeds())
-    return {"lower": bracket.lower, "upper": bracket.upper,
-            "lower_r2": lower, "upper_r2": upper,
-            "unchanged": bool(lower < TARGET_R2 <= upper)}
+def fit_model(key):
+    """The model of a search's key: the key itself, or its first item (``(model, ...)``)."""
+    return key[0] if isinstance(key, tuple) else key
 
 
-def critical_searches(config, lens, make_fit, start, *, floor, stop, check_len):
-    """Generator: :func:`sequential_searches`, then the doubling check at
-    ``check_len`` (``make_fit(T, width, factor=2)``); returns ``(brackets, check)``."""
-    found = yield from sequential_searches(config, lens, make_fit, start, floor=floor,
-                                           stop=stop)
-    check = None
-    if check_len in found:
-        check = yield from doubling_check(config, found[check_len],
-                                          lambda w: make_fit(check_len, w, factor=2))
-    return found, check
+def population_fit(config, model, T, width, lr, times, n_train):
+    """A critical-width fit: ``model`` at ``width`` on the population at T, at rate ``lr``,
+    ``times`` times ``n_train`` fresh sequences every epoch (twice: twice the steps).
+
+    A rate that is the model's own training's at that width is left implicit
+    (``lr=0``): the fit is then the same as one an experiment plans, and made once."""
+    fit = Fit(model, width, T, "population", n_train=times * n_train)
+    return fit if fit.learning_rate(config) == lr else replace(fit, lr=lr)
 
 
-def per_seed_minimum(points, seeds, target=TARGET_R2):
-    """``{seed: smallest evaluated width whose own val R^2 reaches target}`` (None if none)."""
-    return {s: min((p["value"] for p in points if p["seed"] == s and p["val_r2"] >= target),
-                   default=None) for s in seeds}
 
+def collect_points(config, records, found, make_fit, parameter):
+    """Every fit of the searches, a row per (T, key, width, rate, steps, seed), and the
+    mean over seeds at each width's chosen rate (1x steps).
 
-def collect_points(config, records, brackets, make_fit, parameter):
-    """Per-seed rows of every evaluated width and their mean over seeds."""
+    ``found`` is :func:`protocol_searches`'s ``{T: {key: outcome}}``;
+    ``make_fit(key, T, width, lr, times)`` as there.
+    """
     points = []
-    for T, bracket in brackets.items():
-        for w, _ in bracket.evaluated:
-            fit = make_fit(T, w)
-            for seed in config.seeds():
-                r = records[fit, seed]
-                points.append({"seq_len": T, "parameter": parameter, "value": w,
-                               "width": r["width"], "seed": seed, "n_train": r["n_train"],
-                               "val_r2": r["val_r2"], "test_r2": r["test_r2"],
-                               "test_loss": r["test_loss"], "fit_cpu_s": r["fit_cpu_s"]})
-    return points, summarise(points, ["seq_len", "parameter", "value"],
+    for T, outcomes in found.items():
+        for key, o in outcomes.items():
+            model = fit_model(key)
+            grid = config.lr_grid(MODELS[model].family)
+            asked = [(w, lr, 1) for w in o["scores"] for lr in grid]
+            asked += [(w, o["chosen_lr"][w], 2) for w in o["doubled_scores"]
+                      if o["chosen_lr"].get(w) is not None]
+            for w, lr, times in asked:
+                fit = make_fit(key, T, w, lr, times)
+                for seed in config.seeds():
+                    r = records[fit, seed]
+                    points.append({"model": model, "model_name": r["model_name"],
+                                   "key": _key_text(key), "seq_len": T,
+                                   "parameter": parameter, "value": w, "width": r["width"],
+                                   "lr": lr, "steps_multiplier": times,
+                                   "chosen": lr == o["chosen_lr"].get(w), "seed": seed,
+                                   "n_train": r["n_train"], "val_r2": r["val_r2"],
+                                   "test_r2": r["test_r2"], "test_loss": r["test_loss"],
+                                   "fit_cpu_s": r["fit_cpu_s"]})
+    chosen = [p for p in points if p["chosen"] and p["steps_multiplier"] == 1]
+    return points, summarise(chosen, ["key", "model", "seq_len", "parameter", "value", "lr"],
                              ["val_r2", "test_r2", "test_loss"])
 
 
-def per_seed_rows(points, brackets, seeds):
-    """``[{"seq_len", "seed", "star"}]``: each seed's own critical width at each T."""
+def _key_text(key):
+    return "/".join(map(str, key)) if isinstance(key, tuple) else str(key)
+
+
+def per_seed_rows(config, points, found, seeds, target=TARGET_R2):
+    """``[{"key", "seq_len", "seed", "star"}]``: each seed's own critical width at each T
+    (the smallest width at which its own best rate reaches ``target``; None if none)."""
     rows = []
-    for T in brackets:
-        own = per_seed_minimum([p for p in points if p["seq_len"] == T], seeds)
-        rows += [{"seq_len": T, "seed": s, "star": w} for s, w in own.items()]
+    for T, outcomes in found.items():
+        for key in outcomes:
+            own = [p for p in points if p["seq_len"] == T and p["key"] == _key_text(key)
+                   and p["steps_multiplier"] == 1]
+            for s in seeds:
+                best = {}
+                for p in own:
+                    if p["seed"] == s and not math.isnan(p["val_r2"]):
+                        best[p["value"]] = max(best.get(p["value"], -math.inf), p["val_r2"])
+                star = min((w for w, r2 in best.items() if r2 >= target), default=None)
+                rows.append({"key": _key_text(key), "model": fit_model(key),
+                             "model_name": model_name(fit_model(key), config), "seq_len": T,
+                             "seed": s, "star": star})
     return rows
 
 
-def critical_rows(config, brackets, summary, extra):
-    """One row per T: the critical width found, its bracket and held-out R^2."""
+def critical_rows(config, found, summary, extra):
+    """One row per (T, key): the critical width found, its bracket, status and reason,
+    the chosen rates, the steps check and the held-out R^2 at the chosen rate."""
     rows = []
-    for T, b in brackets.items():
-        at = find(summary, seq_len=T, value=b.width)
-        rows.append({"seq_len": T, "star": b.width, "lower": b.lower, "status": b.status,
-                     "ratio": b.ratio if math.isfinite(b.ratio) else None,
-                     "evaluated": [w for w, _ in b.evaluated],
-                     "val_r2_mean": at["val_r2_mean"] if at else None,
-                     "test_r2_mean": at["test_r2_mean"] if at else None,
-                     "test_r2_sd": at["test_r2_sd"] if at else None,
-                     "td": T * config.token_dim, **extra(T)})
+    for T, outcomes in found.items():
+        for key, o in outcomes.items():
+            lower, upper = o["bracket"]
+            star = o["width"]
+            at = find(summary, key=_key_text(key), seq_len=T, value=star) if star else None
+            ratio = upper / lower if lower and upper else None
+            rows.append({
+                "key": _key_text(key), "model": fit_model(key),
+                "model_name": model_name(fit_model(key), config), "seq_len": T,
+                "star": star, "lower": lower, "status": o["status"], "reason": o["reason"],
+                "ratio": ratio, "evaluated": sorted(o["scores"]),
+                "scores": {str(w): v for w, v in sorted(o["scores"].items())},
+                "doubled_scores": {str(w): v for w, v in sorted(o["doubled_scores"].items())},
+                "chosen_lr": {str(w): v for w, v in sorted(o["chosen_lr"].items())},
+                "chosen_lr_per_seed": {str(w): {str(s): lr for s, lr in v.items()}
+                                       for w, v in sorted(o["chosen_lr_per_seed"].items())},
+                "lr_at_star": o["chosen_lr"].get(star) if star else None,
+                "val_r2_mean": at["val_r2_mean"] if at else None,
+                "test_r2_mean": at["test_r2_mean"] if at else None,
+                "test_r2_sd": at["test_r2_sd"] if at else None,
+                "td": T * config.token_dim, **extra(key, T)})
     return rows
 
 
@@ -314,22 +229,46 @@ def r2_text(row):
     return f"{row['test_r2_mean']:.3f} ± {row['test_r2_sd']:.3f}"
 
 
-def critical_section(config, records, found, make_fit, parameter, model, extra, check):
-    """A critical-width experiment's section: every fitted point and its mean over seeds,
-    a row per T (with ``extra(T)``), each seed's own width, and the doubling check
-    (with ``check``: its T and sequences)."""
-    brackets, checked = found
-    points, summary = collect_points(config, records, brackets, make_fit, parameter)
-    return {"target_r2": TARGET_R2, "refine": REFINE, "model": model,
-            "model_name": model_name(model, config), "points": points, "summary": summary,
-            "critical": critical_rows(config, brackets, summary, extra),
-            "critical_per_seed": per_seed_rows(points, brackets, config.seeds()),
-            "check": None if checked is None else {**check, **checked}}
+def star_text(row, offset=0):
+    """A critical row's width as a table shows it: the width, "> stop", or "-"."""
+    if row["star"]:
+        return str(offset + row["star"])
+    if row["status"] == "> stop":
+        return f"> {offset + row['lower']}"
+    return "-"
 
 
-def check_line(check, lower, upper, star):
-    """The doubling check in words: ``lower``/``upper`` name its widths (``"pe_dim 4"``)."""
-    return (f"Check at T={check['seq_len']} with {check['n_train']} sequences every epoch "
-            f"(twice the steps): mean validation R^2 {check['lower_r2']:.3f} at {lower}, "
-            f"{check['upper_r2']:.3f} at {upper}: {star} "
-            + ("unchanged." if check["unchanged"] else "CHANGED (the steps set it)."))
+def steps_text(row):
+    """The steps check of a critical row: mean validation R^2 with twice the steps at
+    each refitted width (its chosen rate), "-" where none ran."""
+    doubled = row["doubled_scores"]
+    if not doubled:
+        return "-"
+    return ", ".join(f"{w}: {v:.3f}" for w, v in doubled.items())
+
+
+def rates_text(row):
+    """The chosen rate at each evaluated width of a critical row."""
+    return ", ".join(f"{w}: {lr:g}" if lr is not None else f"{w}: -"
+                     for w, lr in row["chosen_lr"].items())
+
+
+def critical_section(config, found, records, make_fit, parameter, extra):
+    """A critical-width experiment's section: every fit, the mean over seeds at each
+    width's chosen rate, a row per (T, key) with ``extra(key, T)``, each seed's own width,
+    and the rate grids."""
+    points, summary = collect_points(config, records, found, make_fit, parameter)
+    keys = {fit_model(k) for outcomes in found.values() for k in outcomes}
+    return {"target_r2": TARGET_R2, "refine": REFINE, "protocol": "second set",
+            "lr_grids": {MODELS[m].family: list(config.lr_grid(MODELS[m].family))
+                         for m in sorted(keys)},
+            "lr_schedule": "constant (Adam)",
+            "points": points, "summary": summary,
+            "critical": critical_rows(config, found, summary, extra),
+            "critical_per_seed": per_seed_rows(config, points, found, config.seeds())}
+
+
+def unresolved(rows):
+    """The rows whose width the protocol could not settle: ``[(T, key, reason)]``."""
+    return [(r["seq_len"], r["key"], r["reason"]) for r in rows
+            if r["status"] in ("unresolved", "non-monotone")]

@@ -134,6 +134,12 @@ class ReproductionConfig:
         The T of their width searches; None: ``seq_len`` alone.
     architecture_width_stop : int
         The widest ``d_model`` / ``hidden_size`` searched (at most 4 T d).
+    lr_grids : tuple of (str, tuple of float)
+        The learning-rate grid of every critical-width search, per model
+        family ("transformer", "fcn", "encoder", "rnn"): a width's score is
+        the best mean validation R^2 over its family's rates (the protocol
+        of the second set of verdicts; Adam at a constant rate), the same at
+        every width and T. The verdicts need at least 3 rates spanning 10x.
     experiments : tuple of str or None
         The experiments to run, by name; None: all.
     device : str
@@ -194,6 +200,8 @@ class ReproductionConfig:
     architecture_width: int = 32
     architecture_lens: tuple = None
     architecture_width_stop: int = 64
+    lr_grids: tuple = (("transformer", (0.003, 0.01, 0.03)), ("fcn", (0.001, 0.003, 0.01, 0.03)),
+                       ("encoder", (0.003, 0.01, 0.03)), ("rnn", (0.003, 0.01, 0.03)))
     experiments: tuple = None
     device: str = "auto"
     n_jobs: int = -1
@@ -215,6 +223,17 @@ class ReproductionConfig:
                 f"seed must be between 0 and 2**32 - 1 = {MAX_SEED} for every seed of the run "
                 f"(seed to seed + n_seeds - 1); got seed={self.seed} with "
                 f"n_seeds={self.n_seeds}.")
+        grids = dict(self.lr_grids)
+        missing = sorted({"transformer", "fcn", "encoder", "rnn"} - set(grids))
+        bad = {k: v for k, v in grids.items()
+               if not v or any(isinstance(lr, bool) or not isinstance(lr, (int, float))
+                               or not lr > 0 for lr in v)}
+        if missing or bad or len(grids) != len(self.lr_grids):
+            raise ValueError(
+                f"lr_grids must give each model family (transformer, fcn, encoder, rnn) once "
+                f"a tuple of positive learning rates; got {self.lr_grids!r}"
+                + (f" (missing {missing})" if missing else "")
+                + (f" (not positive rates: {sorted(bad)})" if bad else "") + ".")
         if self.n_jobs == 0:
             raise ValueError("n_jobs must be a non-zero integer or None (-1: all cores, "
                              "n >= 1: n parallel fits); got 0.")
@@ -240,10 +259,22 @@ class ReproductionConfig:
             kind = known[name].type
             if kind is Training and isinstance(value, dict):
                 value = Training(**value)
+            elif name == "lr_grids" and isinstance(value, list):
+                value = tuple((family, tuple(rates)) for family, rates in value)
             elif kind is tuple and isinstance(value, list):
                 value = tuple(value)
             values[name] = value
         return cls(**values)
+
+    def lr_grid(self, family):
+        """The learning rates a critical-width search of ``family`` tries at every width.
+
+        Examples
+        --------
+        >>> QUICK.lr_grid("transformer")
+        (0.003, 0.01, 0.03)
+        """
+        return dict(self.lr_grids)[family]
 
     def seeds(self):
         """The seeds of the run."""
@@ -351,6 +382,8 @@ SMOKE = ReproductionConfig(
     architecture_width=4, randomized_ensemble=True, sample_factors=(0.75, 1.0),
     sample_sizes=(2, 8), sample_fcn_sizes=(8, 32), sample_pe_dim=4, sample_fcn_factor=1.0,
     sample_budget=32, n_jobs=1, device="cpu",
+    lr_grids=(("transformer", (0.01, 0.03)), ("fcn", (0.01, 0.03)), ("encoder", (0.01, 0.03)),
+              ("rnn", (0.01, 0.03))),
 )
 
 

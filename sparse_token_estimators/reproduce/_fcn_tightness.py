@@ -2,12 +2,14 @@
 
 No FCN reaches R^2 0.8 below the width the width-aware bound allows (about
 0.8 T d; a sanity check). What can fail: m*, the smallest ``hidden_width``
-whose mean validation R^2 reaches 0.8, found at each T of
-``tightness_seq_lens()`` by the bracketing search from m = T d (up to 4 T d,
-the verdict's limit, or down to the bound's width), trained on
-``tightness_n_train(T)`` fresh sequences every epoch, with the doubling
-check at ``tightness_check_len``. The figure: d + pe_dim* of the
-transformer's scaling law and m* of the FCN against T d.
+whose score reaches 0.8 at each T of ``tightness_seq_lens()``, by the
+protocol of the second set of verdicts (:mod:`._bracket`: the best mean
+validation R^2 over the FCN's learning-rate grid, the crossing confirmed at
+the next width, both bracketing widths, or the widest past the stop,
+refitted with twice the sequences and steps at every T); the search starts
+at the bound's width and stops at 4 T d, the verdict's limit; trained on
+``tightness_n_train(T)`` fresh sequences every epoch. The figure: d +
+pe_dim* of the transformer's scaling law and m* of the FCN against T d.
 """
 
 from functools import partial
@@ -18,22 +20,25 @@ from ..theory import fcn_critical_width
 from ._bracket import (
     TARGET_R2,
     bracket_text,
-    check_line,
-    critical_searches,
     critical_section,
+    population_fit,
+    protocol_searches,
     r2_text,
+    rates_text,
+    star_text,
+    steps_text,
 )
 from ._experiment import Experiment, config_of, fmt, markdown_table
 from ._figures import STYLES, legend_or_note, powers_of_two_ticks, pyplot
-from ._models import Fit
+from ._models import model_name
 
 MODEL = "fcn_tightness"
 #: the verdict's limit on m*, in multiples of T d: the search stops there
 MAX_FACTOR = 4
 
 
-def _fit(config, T, width, factor=1):
-    return Fit(MODEL, width, T, "population", n_train=factor * config.tightness_n_train(T))
+def _fit(config, key, T, width, lr, times):
+    return population_fit(config, key, T, width, lr, times, config.tightness_n_train(T))
 
 
 def _floor(config, T):
@@ -46,23 +51,28 @@ class FCNTightness(Experiment):
 
     def search(self, config):
         d = config.token_dim
-        return critical_searches(
-            config, config.tightness_seq_lens(), partial(_fit, config), lambda T, previous: T * d,
-            floor=partial(_floor, config), stop=lambda T: MAX_FACTOR * T * d,
-            check_len=config.tightness_check_len)
+        return protocol_searches(
+            config, config.tightness_seq_lens(), [MODEL], partial(_fit, config),
+            start=lambda key, T, previous: _floor(config, T),
+            stop=lambda key, T: MAX_FACTOR * T * d,
+            floor=lambda key, T: max(1, min(_floor(config, T), T * d) // 2))
 
     def collect(self, config, records, found=None):
-        brackets, d = found[0], config.token_dim
-        check_len = config.tightness_check_len
-        return {"max_factor": MAX_FACTOR, **critical_section(
-            config, records, found, partial(_fit, config), "hidden_width", MODEL, lambda T: {
-                "stop": MAX_FACTOR * T * d, "bound_width": _floor(config, T),
-                "n_train": config.tightness_n_train(T),
-                "steps": config.tightness_training.steps(config.tightness_n_train(T)),
-                "star_over_td": None if brackets[T].width is None
-                else brackets[T].width / (T * d),
-                "bound_over_td": _floor(config, T) / (T * d)},
-            {"seq_len": check_len, "n_train": 2 * config.tightness_n_train(check_len)})}
+        d = config.token_dim
+
+        def extra(key, T):
+            o = found[T][key]
+            return {"stop": MAX_FACTOR * T * d, "bound_width": _floor(config, T),
+                    "n_train": config.tightness_n_train(T),
+                    "steps": config.tightness_training.steps(config.tightness_n_train(T)),
+                    "star_over_td": None if o["width"] is None else o["width"] / (T * d),
+                    "bound_over_td": _floor(config, T) / (T * d)}
+
+        return {"max_factor": MAX_FACTOR, "model": MODEL,
+                "model_name": model_name(MODEL, config),
+                "lr_grid": list(config.lr_grid("fcn")),
+                **critical_section(config, found, records, partial(_fit, config),
+                                   "hidden_width", extra)}
 
     tables = {"fcn_tightness_points.csv": "points", "fcn_tightness.csv": "critical",
               "fcn_tightness_per_seed.csv": "critical_per_seed"}
@@ -70,24 +80,27 @@ class FCNTightness(Experiment):
     def summary(self, results):
         config, s = config_of(results), results[self.name]
         lines = [f"{s['model_name']}: the smallest hidden_width m* whose validation R^2 "
-                 f"(mean over {config.n_seeds} seed{'s' if config.n_seeds > 1 else ''}) "
-                 f"reaches {s['target_r2']}, searched from T*d up to {s['max_factor']} T*d "
-                 f"and refined to a factor {s['refine']:.3f}, trained on fresh sequences "
-                 "every epoch; beside it, the narrowest width the bound allows (sanity "
-                 "check, guaranteed).", ""]
-        rows = [[str(r["seq_len"]), str(r["td"]), fmt(r["star"], "d") if r["star"] else
-                 f"> {r['stop']}", bracket_text(r), r["status"],
+                 f"(mean over {config.n_seeds} seed{'s' if config.n_seeds > 1 else ''}, at "
+                 f"the best of the learning rates {', '.join(f'{lr:g}' for lr in s['lr_grid'])}"
+                 f", Adam at a constant rate) reaches {s['target_r2']}, searched from the "
+                 f"bound's width up to {s['max_factor']} T*d, refined to a factor "
+                 f"{s['refine']:.3f} and confirmed at the next width, trained on fresh "
+                 "sequences every epoch; both bracketing widths (past the stop: the widest) "
+                 "refitted with twice the sequences and steps at every T; beside it, the "
+                 "narrowest width the bound allows (sanity check, guaranteed).", ""]
+        rows = [[str(r["seq_len"]), str(r["td"]), star_text(r), bracket_text(r), r["status"],
                  fmt(r["star_over_td"], ".2f"), str(r["bound_width"]),
-                 f"{r['bound_over_td']:.2f}",
-                 r2_text(r),
-                 f"{r['n_train']} x {r['steps']} steps"] for r in s["critical"]]
+                 f"{r['bound_over_td']:.2f}", r2_text(r), fmt(r["lr_at_star"], "g"),
+                 steps_text(r), f"{r['n_train']} x {r['steps']} steps", rates_text(r)]
+                for r in s["critical"]]
         lines += markdown_table(["T", "T*d", "m*", "bracket", "search", "m* / T*d",
-                                 "bound's width", "/ T*d", "held-out R^2",
-                                 "sequences per epoch"], rows,
-                                ["r", "r", "r", "r", "l", "r", "r", "r", "r", "l"])
-        if s["check"]:
-            c = s["check"]
-            lines += ["", check_line(c, f"m={c['lower']}", f"m={c['upper']}", "m*")]
+                                 "bound's width", "/ T*d", "held-out R^2", "rate at m*",
+                                 "2x steps (val R^2)", "sequences per epoch",
+                                 "rate chosen per m"], rows,
+                                ["r", "r", "r", "r", "l", "r", "r", "r", "r", "r", "l", "l",
+                                 "l"])
+        lines += [f"At T={r['seq_len']}: {r['reason']}." for r in s["critical"]
+                  if r["status"] != "found"]
         return lines + separation_lines(results)
 
     def figures(self):
@@ -106,9 +119,7 @@ def separation_lines(results):
     target = results[FCNTightness.name]["target_r2"]
 
     def width(row, offset):
-        if row is None:
-            return "not searched"
-        return str(offset + row["star"]) if row["star"] else f"> {offset + row['lower']}"
+        return "not searched" if row is None else star_text(row, offset)
 
     rows = [[str(T), str(T * d), width(scaling.get(T), d), width(fcn.get(T), 0),
              str(fcn_critical_width(T, q, d, target))] for T in sorted({*scaling, *fcn})]
@@ -147,6 +158,13 @@ def plot_critical_widths(results):
         ax.errorbar(td, star, yerr=[star - low, np.zeros_like(star)], capsize=3,
                     label=label, **STYLES[model])
         plotted += list(td) + list(star)
+    best = [r for r in results.get("width_scaling", {}).get("critical", [])
+            if r.get("pe_dim_best")]
+    if best:
+        ax.plot([r["td"] for r in best], [d + r["pe_dim_best"] for r in best], color="black",
+                marker="s", markersize=4, linestyle="-",
+                label="d + pe_dim_best: the transformer's best case (theory)")
+        plotted += [r["td"] for r in best] + [d + r["pe_dim_best"] for r in best]
     # the bound's width at every T either search measured: the separation where no
     # FCN was fitted too (no FCN narrower than it reaches R^2 0.8)
     lens = sorted({r["seq_len"] for key in ("width_scaling", "fcn_tightness")

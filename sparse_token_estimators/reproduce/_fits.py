@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.metrics import r2_score
 from sklearn.utils.parallel import Parallel, delayed
 
-from ..callbacks import trace_steps
+from ..callbacks import TrainingDivergedError, trace_steps
 from ..datasets import SparseSelectionStream
 from ._data import stream_seed, task
 from ._models import MODELS, Fit, model_name, training, width_parameter
@@ -33,7 +33,7 @@ def describe(fit, config, seed):
         "model": fit.model, "model_name": model_name(fit.model, config),
         "width": fit.model_width(config), width_parameter(fit.model): fit.width,
         "seq_len": fit.seq_len, "data": fit.data, "n_train": fit.training_size(config),
-        "max_steps": fit.max_steps, "seed": seed,
+        "max_steps": fit.max_steps, "lr": fit.learning_rate(config), "seed": seed,
     }
 
 
@@ -111,9 +111,21 @@ def fit_job(config, fit, seed, pool=0):
         X, y = task(config, fit.seq_len, config.n_train(fit.seq_len), "train", seed)
     model = fit.estimator(config, seed)
     start = time.perf_counter()
-    model.fit(X) if y is None else model.fit(X, y)
-    fit_s = time.perf_counter() - start
     record = describe(fit, config, seed)
+    try:
+        model.fit(X) if y is None else model.fit(X, y)
+    except TrainingDivergedError as exc:
+        if not fit.lr:
+            raise
+        # a rate of a search's grid too high for this width: it scores NaN (never
+        # chosen), as a failed fit does in scikit-learn's searches
+        nan = math.nan
+        record.update(val_loss=nan, val_r2=nan, test_loss=nan, test_r2=nan,
+                      test_loss_se=nan, train_loss=nan, fit_cpu_s=nan,
+                      fit_s=time.perf_counter() - start, score_s=0.0, r2_by_length={},
+                      trace=[], error=f"{type(exc).__name__}: {exc}")
+        return fit, seed, record
+    fit_s = time.perf_counter() - start
     if fit.max_steps:
         X_test, y_test = task(config, fit.seq_len, config.n_test, "test", seed)
         record.update(train_r2=float(r2_score(y, model.predict(X))),

@@ -137,6 +137,9 @@ class Fit:
     max_steps : int, default=0
         0: ``max_epochs`` epochs; otherwise exactly this many steps (a
         learning curve's fit, on the first ``n_train`` sequences of a pool).
+    lr : float, default=0.0
+        Adam's rate; 0: the model's training's (``Training.lr_at(width)``).
+        A critical-width search sets each rate of its grid.
 
     Examples
     --------
@@ -151,6 +154,11 @@ class Fit:
     data: str = "sample"
     n_train: int = 0
     max_steps: int = 0
+    lr: float = 0.0
+
+    def learning_rate(self, config):
+        """Adam's rate of the fit: ``lr``, or its training's at its width."""
+        return self.lr or training(self.model, config).lr_at(self.width)
 
     def model_width(self, config):
         """The width the theory compares: d + pe_dim for the paper's transformer, the
@@ -172,7 +180,7 @@ class Fit:
         # smallest training set (a single batch) still uses up the budget.
         epochs, budget = (self.max_steps, [StepBudget(self.max_steps)]) if self.max_steps \
             else (train.max_epochs, [])
-        common = {"lr": train.lr_at(self.width), "max_epochs": epochs,
+        common = {"lr": self.learning_rate(config), "max_epochs": epochs,
                   "batch_size": train.batch_size, "random_state": seed,
                   "device": config.device, **dict(spec.params)}
         if self.max_steps:

@@ -393,7 +393,8 @@ class RecordStore:
         fields = fit if isinstance(fit, dict) else asdict(fit)
         key = _digest([fields, seed, identity_digest or _digest(self.identity)])[:20]
         label = "-".join(re.sub(r"[^A-Za-z0-9_.]+", "_", str(v))
-                         for v in fields.values() if v is not None)[:80]
+                         for k, v in fields.items()
+                         if v is not None and (k, v) != ("lr", 0.0))[:80]
         return f"{label}-s{seed}-{key}.json"
 
     def _file(self, config, fit, seed):
@@ -469,8 +470,9 @@ class RecordStore:
 
 def _about(fields, seed):
     """``fit (model='fcn', width=8, ...), seed 0`` for messages."""
-    shown = ", ".join(f"{k}={v!r}" for k, v in fields.items()) if isinstance(fields, dict) \
-        else repr(fields)
+    # a rate left to the model's training (lr=0) is not shown
+    shown = ", ".join(f"{k}={v!r}" for k, v in fields.items() if (k, v) != ("lr", 0.0)) \
+        if isinstance(fields, dict) else repr(fields)
     return f"the fit ({shown}), seed {seed!r}"
 
 

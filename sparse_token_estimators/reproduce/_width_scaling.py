@@ -1,14 +1,17 @@
-"""Verdict 4, transformer width scaling: pe_dim* against T over a range that can decide it.
+"""Verdict 4, transformer width scaling: pe_dim* against T, beside the best case.
 
-pe_dim* is the smallest ``pe_dim`` whose mean validation R^2 over the seeds
-reaches 0.8, for the paper's model (one positional draw), at each T of
-``scaling_seq_lens()``, found by the bracketing search of :mod:`._bracket`
-(from ``scaling_pe_start`` at the smallest T, from the pe_dim* before at each
-later T; refined to a factor sqrt(2)); its held-out R^2 beside it. Every fit
-trains on ``scaling_n_train`` fresh sequences every epoch with Adam's rate
-scaled as 1/sqrt(pe_dim) (``Training.lr_ref_width``), so that the training
-does not set pe_dim*; at ``scaling_check_len`` the two pe_dim around the
-crossing are refitted with twice the sequences (and steps) to check it.
+pe_dim* is the smallest ``pe_dim`` whose score reaches 0.8 for the paper's
+model (one positional draw) at each T of ``scaling_seq_lens()``, by the
+protocol of the second set of verdicts (:mod:`._bracket`): a width's score
+is the best mean validation R^2 over the transformer's learning-rate grid
+(``lr_grids``), the crossing bracketed to a factor sqrt(2) and confirmed at
+the next width, both bracketing widths refitted with twice the sequences
+(and steps) at every T. The search starts from ``scaling_pe_start`` at the
+smallest T and from the pe_dim* before at each later T (shrinking to
+``scaling_pe_floor`` when its start passes). Every fit trains on
+``scaling_n_train`` fresh sequences every epoch. Beside it, pe_dim_best:
+the best case W = c I at its best c with fresh draws per sequence
+(:func:`~sparse_token_estimators.theory.pe_dim_best`, no training).
 """
 
 import math
@@ -16,24 +19,27 @@ from functools import partial
 
 import numpy as np
 
-from ..theory import transformer_pe_scale
+from ..theory import pe_dim_best, transformer_pe_scale
 from ._bracket import (
     TARGET_R2,
     bracket_text,
-    check_line,
-    critical_searches,
     critical_section,
+    population_fit,
+    protocol_searches,
     r2_text,
+    rates_text,
+    star_text,
+    steps_text,
 )
 from ._experiment import Experiment, config_of, fmt, loglog_slope, markdown_table
 from ._figures import STYLES, legend_beside, legend_or_note, pyplot
-from ._models import Fit
+from ._models import model_name
 
 MODEL = "paper_scaling"
 
 
-def _fit(config, T, pe_dim, factor=1):
-    return Fit(MODEL, pe_dim, T, "population", n_train=factor * config.scaling_n_train)
+def _fit(config, key, T, pe_dim, lr, times):
+    return population_fit(config, key, T, pe_dim, lr, times, config.scaling_n_train)
 
 
 def bootstrap_slope(points_by_T, seeds, *, n_boot=1000, level=0.9, random_state=0,
@@ -74,31 +80,39 @@ class WidthScaling(Experiment):
     title = "Transformer width scaling: pe_dim* against T (paper's model, population)"
 
     def search(self, config):
-        return critical_searches(
-            config, config.scaling_seq_lens(), partial(_fit, config),
-            lambda T, previous: previous.width if previous and previous.width
+        return protocol_searches(
+            config, config.scaling_seq_lens(), [MODEL], partial(_fit, config),
+            start=lambda key, T, previous: previous["width"] if previous and previous["width"]
             else config.scaling_pe_start,
-            floor=lambda T: config.scaling_pe_floor, stop=lambda T: config.scaling_pe_stop,
-            check_len=config.scaling_check_len)
+            stop=lambda key, T: config.scaling_pe_stop,
+            floor=lambda key, T: config.scaling_pe_floor)
 
     def collect(self, config, records, found=None):
-        brackets = found[0]
+        q = config.n_selected
+        best = {T: pe_dim_best(T, q, TARGET_R2) for T in found}
         s = critical_section(
-            config, records, found, partial(_fit, config), "pe_dim", MODEL, lambda T: {
-                "width_star": None if brackets[T].width is None
-                else config.token_dim + brackets[T].width,
-                "q_log_t": transformer_pe_scale(T, config.n_selected)},
-            {"seq_len": config.scaling_check_len, "n_train": 2 * config.scaling_n_train})
-        found = [r for r in s["critical"] if r["star"] is not None]
-        slope = loglog_slope([r["seq_len"] for r in found], [r["star"] for r in found]) \
-            if len(found) >= 2 else None
+            config, found, records, partial(_fit, config), "pe_dim", lambda key, T: {
+                "width_star": None if found[T][key]["width"] is None
+                else config.token_dim + found[T][key]["width"],
+                "pe_dim_best": best[T],
+                "star_over_best": None if found[T][key]["width"] is None
+                else found[T][key]["width"] / best[T],
+                "q_log_t": transformer_pe_scale(T, q)})
+        rows = [r for r in s["critical"] if r["star"] is not None]
+        slope = loglog_slope([r["seq_len"] for r in rows], [r["star"] for r in rows]) \
+            if len(rows) >= 2 else None
+        lens = sorted(best)
+        best_slope = loglog_slope(lens, [best[T] for T in lens]) if len(lens) >= 2 else None
         low, high, used = bootstrap_slope(
-            {r["seq_len"]: [p for p in s["points"] if p["seq_len"] == r["seq_len"]]
-             for r in found}, config.seeds())
-        return {**s, "n_train": config.scaling_n_train,
+            {r["seq_len"]: [p for p in s["points"] if p["seq_len"] == r["seq_len"]
+                            and p["chosen"] and p["steps_multiplier"] == 1]
+             for r in rows}, config.seeds())
+        return {**s, "model": MODEL, "model_name": model_name(MODEL, config),
+                "n_train": config.scaling_n_train,
                 "steps": config.scaling_training.steps(config.scaling_n_train),
-                "lr": config.scaling_training.lr,
-                "lr_ref_width": config.scaling_training.lr_ref_width, "slope": slope,
+                "batch_size": config.scaling_training.batch_size,
+                "lr_grid": list(config.lr_grid("transformer")), "slope": slope,
+                "best_slope": best_slope,
                 "slope_interval": [None if math.isnan(low) else low,
                                    None if math.isnan(high) else high],
                 "slope_interval_level": 0.9, "slope_bootstrap_resamples": used}
@@ -108,24 +122,28 @@ class WidthScaling(Experiment):
 
     def summary(self, results):
         config, s = config_of(results), results[self.name]
+        n = config.n_seeds
         lines = [f"{s['model_name']}: the smallest pe_dim whose validation R^2 (mean over "
-                 f"{config.n_seeds} seed{'s' if config.n_seeds > 1 else ''}) reaches "
-                 f"{s['target_r2']}, by a bracketing search refined to a factor "
-                 f"{s['refine']:.3f}; trained on the population ({s['n_train']} fresh "
-                 f"sequences every epoch, {s['steps']} steps); its held-out R^2 beside it.",
-                 ""]
-        rows = [[str(r["seq_len"]), fmt(r["star"], "d") if r["star"] else "-",
-                 bracket_text(r), r["status"],
-                 r2_text(r), f"{r['q_log_t']:.1f}",
-                 ", ".join(str(w) for w in r["evaluated"])] for r in s["critical"]]
-        lines += markdown_table(["T", "pe_dim*", "bracket", "search", "held-out R^2",
-                                 "q log T", "pe_dim fitted"], rows,
-                                ["r", "r", "r", "l", "r", "r", "l"])
+                 f"{n} seed{'s' if n > 1 else ''}, at the best of the learning rates "
+                 f"{', '.join(f'{lr:g}' for lr in s['lr_grid'])}, Adam at a constant rate) "
+                 f"reaches {s['target_r2']}, by a bracketing search refined to a factor "
+                 f"{s['refine']:.3f} and confirmed at the next width; trained on the "
+                 f"population ({s['n_train']} fresh sequences every epoch, {s['steps']} "
+                 "steps); both bracketing widths refitted with twice the sequences and steps "
+                 "at every T (steps check). Beside it pe_dim_best: the best case W = c I at "
+                 "its best c, fresh positional draws per sequence, no training.", ""]
+        rows = [[str(r["seq_len"]), star_text(r), bracket_text(r), r["status"],
+                 str(r["pe_dim_best"]), fmt(r["star_over_best"], ".2f"), r2_text(r),
+                 fmt(r["lr_at_star"], "g"), steps_text(r), f"{r['q_log_t']:.1f}",
+                 rates_text(r)] for r in s["critical"]]
+        lines += markdown_table(["T", "pe_dim*", "bracket", "search", "pe_dim_best",
+                                 "/ best", "held-out R^2", "rate at pe_dim*",
+                                 "2x steps (val R^2)", "q log T", "rate chosen per pe_dim"],
+                                rows, ["r", "r", "r", "l", "r", "r", "r", "r", "l", "r", "l"])
         lines += ["", f"Log-log slope of pe_dim* against T: {fmt(s['slope'], '.2f')}"
-                  + _interval(s) + "."]
-        if s["check"]:
-            c = s["check"]
-            lines.append(check_line(c, f"pe_dim {c['lower']}", c["upper"], "pe_dim*"))
+                  + _interval(s) + f"; of pe_dim_best: {fmt(s['best_slope'], '.2f')}."]
+        lines += [f"At T={r['seq_len']}: {r['reason']}." for r in s["critical"]
+                  if r["status"] not in ("found",)]
         return lines
 
     def figures(self):
@@ -165,11 +183,19 @@ def plot_width_scaling(results):
                 (ts, "T", ":")):
             ax.plot(ts, first * curve / curve[0], linestyle=style, color="gray",
                     label=f"{label}, scaled through the first point")
-    missed = [r for r in s["critical"] if r["star"] is None]
+    every = sorted(s["critical"], key=lambda r: r["seq_len"])
+    if every:
+        lens_all = [r["seq_len"] for r in every]
+        best = np.array([r["pe_dim_best"] for r in every], dtype=float)
+        ax.plot(lens_all, best, color="black", marker="s", markersize=4,
+                label="pe_dim_best: best case W = c I, fresh draws (theory, no training)")
+        ax.plot(lens_all, 1.5 * best, color="black", linestyle=":",
+                label="1.5 x pe_dim_best (verdict 4's limit)")
+    missed = [r for r in s["critical"] if r["star"] is None and r["lower"]]
     if missed:
         ax.scatter([r["seq_len"] for r in missed], [r["lower"] for r in missed], marker="^",
                    s=50, color="tab:blue", label="not reached up to this pe_dim")
-    if rows or missed:
+    if rows or missed or every:
         every = sorted(r["seq_len"] for r in s["critical"])
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
@@ -177,8 +203,9 @@ def plot_width_scaling(results):
     ax.set(xlabel="sequence length T", ylabel="pe_dim* (validation R^2 >= "
            f"{s['target_r2']})",
            title=f"Transformer width scaling, paper's model on the population\n"
-                 f"slope {fmt(s['slope'], '.2f')}{_interval(s)}\n(d={config.token_dim}, "
-                 f"q={q}; {config.n_seeds} seeds)")
+                 f"best of {len(s['lr_grid'])} rates; slope {fmt(s['slope'], '.2f')}, best "
+                 f"case {fmt(s.get('best_slope'), '.2f')}\n(d={config.token_dim}, q={q}; "
+                 f"{config.n_seeds} seeds)")
     legend_or_note(ax, legend_beside)
     return fig
 
