@@ -59,8 +59,10 @@ class SparseTokenEncoder(_SparseTokenRegressor):
         :class:`SparseTokenTransformer`), vectors of dimension ``d_model``
         added to the input projection; "fixed", "learned" and "randomized"
         take at most ``max_seq_len`` positions. The random ones draw afresh
-        for every sequence in training and, at prediction, use one draw
-        seeded at fit and kept in the module's ``state_dict``.
+        for every sequence in training and, at prediction, give every
+        sequence its own draw, derived from the sequence itself and a seed
+        (``eval_seed``) fixed at fit and kept in the module's ``state_dict``:
+        a prediction depends on its own sequence only, whatever the batch.
     max_seq_len : int, default=256
         Positions of the table encodings; unused by the others.
     layout : {"indicator", "query"}, default="indicator"
@@ -81,7 +83,7 @@ class SparseTokenEncoder(_SparseTokenRegressor):
         builds the module without data. Unused in the indicator layout.
     random_state : int, RandomState or None, default=None
         Seeds the initial weights, the training draws, the shuffling and the
-        prediction draw: the same int gives the same fitted model.
+        seed of the prediction draws: the same int gives the same fitted model.
     optimizer, lr, max_epochs, batch_size, train_split, verbose, **kwargs
         As in :class:`skorch.NeuralNetRegressor`; defaults Adam, lr=0.003,
         batch_size=256, 20 epochs.
@@ -165,12 +167,21 @@ class SparseTokenEncoder(_SparseTokenRegressor):
                 "n_selected": self.n_selected_}
 
     def infer(self, x, **fit_params):
-        # As SparseTokenTransformer: the positional draws are made here,
-        # from the estimator's generator in training.
+        # As SparseTokenTransformer: the positional draws are made here, from
+        # the estimator's generator in training. At prediction the forward
+        # runs in padded blocks of a fixed size (``_in_blocks``) and every
+        # block gets the keys of its own sequences (``draw_noise``: one per
+        # sequence, a hash of it and of eval_seed), so a sequence's positions
+        # do not depend on its batch.
         x = to_tensor(x, device=self.device)
-        generator = self.torch_rng_ if self.module_.training else None
-        noise = self.module_.draw_noise(x, generator=generator)
-        return super().infer(x, noise=noise, **fit_params)
+        module = self.module_
+        if module.training or not isinstance(x, torch.Tensor):
+            generator = self.torch_rng_ if module.training else None
+            return super().infer(x, noise=module.draw_noise(x, generator=generator),
+                                 **fit_params)
+        forward = super(_SparseTokenRegressor, self).infer
+        return self._in_blocks(
+            x, lambda chunk: forward(chunk, noise=module.draw_noise(chunk), **fit_params))
 
     def predict_attention(self, X):
         """The pooling query's attention weights over the positions; each row sums to 1.

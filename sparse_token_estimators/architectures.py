@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .positional import ENCODINGS
+from .positional import ENCODINGS, sequence_keys
 
 #: ``positional_encoding`` options of :class:`TransformerEncoder`: the package's
 #: five (added to the input), rotary (on queries and keys) and none
@@ -213,9 +213,13 @@ class TransformerEncoder(nn.Module):
     Random encodings ("stochastic", "randomized") consume random input, made
     by :meth:`draw_noise` and passed to ``forward(X, noise=...)``, as in
     :class:`~sparse_token_estimators.modules.SparseTokenAttention`: fresh
-    for every sequence in training; in eval mode one draw seeded from
-    ``eval_seed`` and shared by the batch, so that a prediction depends on
-    its own sequence only.
+    for every sequence in training; in eval mode every sequence's own draw,
+    derived from ``eval_seed`` and the sequence itself (a hash of its values,
+    :func:`~sparse_token_estimators.positional.sequence_keys`), so that a
+    prediction depends on its own sequence only (not on its batch) while
+    two different sequences get different positions. The module keeps no
+    state between predictions: concurrent calls from several threads are
+    safe.
 
     Parameters
     ----------
@@ -236,8 +240,8 @@ class TransformerEncoder(nn.Module):
         Size of the table of the "fixed", "learned" and "randomized"
         encodings: the longest sequence they accept. Unused by the others.
     eval_seed : int
-        Seed of the eval-mode positional draws; an int64 buffer, part of the
-        ``state_dict``.
+        Seed of the eval-mode positional draws (with the sequence itself);
+        an int64 buffer, part of the ``state_dict``.
     layout : {"indicator", "query"}
         The layout of ``X``. In the query layout each of the last
         ``n_selected`` rows, [0_d, i_j], enters as a query flag [0_d, 1] and
@@ -283,33 +287,43 @@ class TransformerEncoder(nn.Module):
         self.pool = AttentionPooling(d_model, n_heads)
         self.head = nn.Linear(d_model, token_dim)
         self.register_buffer("eval_seed", torch.tensor(eval_seed, dtype=torch.int64))
-        self._eval_noise = None  # (key, noise) of the last eval-mode draw
 
     def draw_noise(self, X, generator=None):
         """The random input ``forward(X, noise=...)`` consumes in the current mode.
 
-        None for an encoding without randomness. In training, one draw for
-        every sequence, from ``generator``; in eval mode one draw from
-        ``eval_seed`` shared by the batch (kept for the next batch of the
-        same length).
+        Parameters
+        ----------
+        X : Tensor of shape (B, rows, d + 1)
+            The batch; in eval mode its values are hashed, in training only
+            its shape and device are read.
+        generator : torch.Generator or None
+            Source of the training draws (the global generator when None),
+            on ``X``'s device. Unused in eval mode.
+
+        Returns
+        -------
+        noise : Tensor or None
+            None for an encoding without randomness. In training, one fresh
+            draw for every sequence, from ``generator`` (of shape (1, B, T)
+            for the token rows). In eval mode one int64 key per sequence,
+            shape (B,): ``sequence_keys(X, eval_seed)``, a hash of the whole
+            sequence (in the query layout its query rows too) and of
+            ``eval_seed``, from which ``forward`` derives the sequence's own
+            positions (``keyed_vectors``). Nothing is kept between calls.
         """
         if self.positions is None or not self.positions.random:
             return None
+        if not self.training:
+            return sequence_keys(X, int(self.eval_seed))  # (B,)
         if self.layout == "query":  # the positions are the token rows'
             X = X[:, :X.shape[1] - self.n_selected]
         B, T = X.shape[:2]
-        if self.training:
-            return self.positions.draw((1, B, T), generator=generator, device=X.device)
-        key = (T, torch.device(X.device), int(self.eval_seed))
-        cached = self._eval_noise  # read once: another thread may replace it
-        if cached is None or cached[0] != key:
-            # drawn on the CPU from a fixed seed: CPU and GPU agree
-            seeded = torch.Generator().manual_seed(key[2])
-            cached = (key, self.positions.draw((1, 1, T), generator=seeded).to(X.device))
-            self._eval_noise = cached
-        return cached[1]
+        return self.positions.draw((1, B, T), generator=generator, device=X.device)
 
     def _positional_vectors(self, X, noise):
+        # X: the token rows (B, T, ...); noise: what draw_noise made for the
+        # whole input (None: drawn here, which in the query layout needs the
+        # whole input: _encode_query draws it first)
         B, T = X.shape[:2]
         if self.positions is None:
             return None
@@ -317,8 +331,9 @@ class TransformerEncoder(nn.Module):
             return self.positions((1, 1, T))[0]  # (1, T, C)
         if noise is None:
             noise = self.draw_noise(X)
-        shape = (1, B, T) if self.training else (1, 1, T)
-        return self.positions(shape, noise)[0]  # (B or 1, T, C)
+        if not self.training:  # one key per sequence: its own draw
+            return self.positions.keyed_vectors(noise, range(1), T)[0]  # (B, T, C)
+        return self.positions((1, B, T), noise)[0]  # (B, T, C)
 
     def _encode(self, X, noise):
         if self.layout == "query":

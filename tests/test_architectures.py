@@ -17,7 +17,7 @@ from sparse_token_estimators.architectures import (
     TransformerEncoder,
     check_encoder_sizes,
 )
-from sparse_token_estimators.positional import ENCODINGS
+from sparse_token_estimators.positional import ENCODINGS, sequence_keys
 
 TABLES = [name for name in ENCODINGS if not ENCODINGS[name].takes_any_length]
 ANY_LENGTH = [name for name in ENCODER_ENCODINGS if name not in TABLES]
@@ -77,12 +77,20 @@ def test_without_added_positions_the_encoder_ignores_the_order_of_the_tokens(enc
     assert same == (encoding == "none")
 
 
-@pytest.mark.parametrize("encoding", ["stochastic", "randomized"])
+RANDOM = [name for name in ENCODINGS if ENCODINGS[name].random]
+
+
+def test_the_random_encodings_are_stochastic_and_randomized():
+    assert RANDOM == ["stochastic", "randomized"]
+
+
+@pytest.mark.parametrize("encoding", RANDOM)
 def test_random_encodings_predict_from_a_seeded_draw(encoding):
     X, _ = _data(n=6, seq_len=10)
     net = _encoder(encoding).eval()
     # a prediction depends on its own sequence only, and on eval_seed
     assert torch.allclose(net(X)[:2], net(X[:2]), atol=1e-6)
+    assert torch.equal(net(X, noise=net.draw_noise(X)), net(X))
     other = _encoder(encoding, eval_seed=1).eval()
     other.load_state_dict(net.state_dict())  # the seed is part of the weights
     assert torch.equal(other(X), net(X))
@@ -90,6 +98,74 @@ def test_random_encodings_predict_from_a_seeded_draw(encoding):
     # training draws are fresh for every call
     net.train()
     assert not torch.allclose(net(X), net(X))
+
+
+def _query_data(n=6, seq_len=10, n_selected=3, seed=0):
+    X, _ = make_sparse_selection(n, seq_len, 4, n_selected, random_state=seed, layout="query")
+    return torch.as_tensor(X)
+
+
+@pytest.mark.parametrize("layout", ["indicator", "query"])
+@pytest.mark.parametrize("encoding", RANDOM)
+def test_eval_noise_is_one_key_per_sequence_and_training_noise_a_fresh_draw(encoding, layout):
+    kwargs = {"layout": "query", "n_selected": 3} if layout == "query" else {}
+    X = _query_data() if layout == "query" else _data(n=6, seq_len=10)[0]
+    net = _encoder(encoding, eval_seed=7, **kwargs).eval()
+    keys = net.draw_noise(X)
+    # the whole input is keyed, query rows included
+    assert keys.shape == (6,) and keys.dtype == torch.int64
+    assert torch.equal(keys, sequence_keys(X, 7))
+    net.train()
+    noise = net.draw_noise(X, generator=torch.Generator().manual_seed(0))
+    if encoding == "randomized":
+        assert noise.shape == (1, 6, 10)  # the token rows' positions
+    else:
+        assert noise.numel() == 6 * 10 * 16 // 32  # the words of (1, B, T, C) signs
+
+
+@pytest.mark.parametrize("layout", ["indicator", "query"])
+@pytest.mark.parametrize("encoding", RANDOM)
+def test_every_sequence_gets_its_own_eval_positions_whatever_its_batch(encoding, layout):
+    kwargs = {"layout": "query", "n_selected": 3} if layout == "query" else {}
+    X = _query_data() if layout == "query" else _data(n=6, seq_len=10)[0]
+    X = torch.cat([X, X[:1]])  # row 6 repeats row 0
+    tokens = X[:, :10]  # the token rows (all the rows in the indicator layout)
+    net = _encoder(encoding, **kwargs).eval()
+    with torch.no_grad():
+        P = net._positional_vectors(tokens, net.draw_noise(X))
+        assert P.shape == (7, 10, 16)
+        expected = net.positions.keyed_vectors(sequence_keys(X, 0), range(1), 10)[0]
+        assert torch.equal(P, expected)
+        # two different sequences, different positions; the same one, the same
+        assert not torch.equal(P[0], P[1])
+        assert all(not torch.equal(P[i], P[j]) for i in range(6) for j in range(i))
+        assert torch.equal(P[0], P[6])
+        # a sequence's positions are its own, in any batch and at any place in it
+        for i in (1, 4):
+            alone = net._positional_vectors(tokens[i:i + 1], net.draw_noise(X[i:i + 1]))
+            assert torch.equal(alone[0], P[i])
+        flipped = net._positional_vectors(tokens.flip(0), net.draw_noise(X.flip(0)))
+        assert torch.equal(flipped, P.flip(0))
+        # another eval_seed, other positions and other predictions
+        other = _encoder(encoding, eval_seed=1, **kwargs).eval()
+        other.load_state_dict({**net.state_dict(), "eval_seed": torch.tensor(1)})
+        assert not torch.equal(other._positional_vectors(tokens, other.draw_noise(X)), P)
+        assert not torch.allclose(other(X), net(X))
+
+
+@pytest.mark.parametrize("encoding", RANDOM)
+def test_the_encoder_keeps_no_state_between_predictions(encoding):
+    net = _encoder(encoding).eval()
+    before = dict(vars(net))
+    X, _ = _data(n=6, seq_len=10)
+    X_long, _ = _data(n=3, seq_len=20)
+    with torch.no_grad():
+        first = net(X)
+        net(X_long)  # another length in between
+        assert torch.equal(net(X), first)
+    assert vars(net).keys() == before.keys()
+    assert all(vars(net)[key] is value for key, value in before.items())
+    assert not hasattr(net, "_eval_noise")
 
 
 def test_sizes_that_do_not_fit_are_refused_with_the_fix():

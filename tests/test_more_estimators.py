@@ -4,6 +4,7 @@ scikit-learn's checks run on them in ``tests/test_common.py``; bad input and
 bad parameters in ``tests/test_bad_input.py``, with the paper's two.
 """
 
+import copy
 import json
 import os
 import subprocess
@@ -272,3 +273,64 @@ def test_grid_search_over_widths_by_top_level_name(Estimator, param, module_attr
     best = search.best_estimator_
     assert module_attr(best.module_) == best.get_params()[param]
     assert isinstance(best.module_, (TransformerEncoder, RecurrentNet))
+
+
+# -- the encoder's prediction-time positions: every sequence its own -----------------------
+
+#: (positional_encoding, layout): the random encodings, in the indicator layout and one in
+#: the query layout
+RANDOM_CASES = [("stochastic", "indicator"), ("randomized", "indicator"),
+                ("randomized", "query")]
+
+
+def _random_encoder(encoding, layout):
+    X_fit, y_fit = make_sparse_selection(240, 6, 3, n_selected=2, random_state=0, layout=layout)
+    X_in, _ = make_sparse_selection(150, 6, 3, n_selected=2, random_state=1, layout=layout)
+    est = SparseTokenEncoder(d_model=8, max_epochs=1, random_state=0, device="cpu",
+                             positional_encoding=encoding, max_seq_len=16, layout=layout)
+    return est.fit(X_fit, y_fit), X_in
+
+
+@pytest.mark.parametrize("encoding, layout", RANDOM_CASES)
+def test_encoder_predictions_with_random_positions_do_not_depend_on_the_batch(encoding, layout):
+    # per-sequence draws, made block by block (infer): a sequence's prediction is
+    # the same at any batch size, at any place in its batch, and from any thread
+    est, X_in = _random_encoder(encoding, layout)
+    at_256 = est.predict(X_in)
+    for batch_size in (1, 7, 256):
+        assert_array_equal(est.set_params(batch_size=batch_size).predict(X_in), at_256)
+    est.set_params(batch_size=256)
+    assert_array_equal(est.predict(X_in[::-1]), at_256[::-1])
+    assert_array_equal(est.predict(X_in[3:4]), at_256[3:4])
+    inputs = [X_in, X_in[:40], X_in[17:]] * 4
+    sequential = [est.predict(X_part) for X_part in inputs]
+    assert_array_equal(sequential[1], at_256[:40])
+    with ThreadPoolExecutor(4) as pool:
+        concurrent = list(pool.map(est.predict, inputs))
+    for a, b in zip(sequential, concurrent):
+        assert_array_equal(a, b)
+    assert not hasattr(est.module_, "_eval_noise")
+
+
+@pytest.mark.parametrize("encoding, layout", RANDOM_CASES)
+def test_encoder_sequences_get_their_own_positions_and_eval_seed_changes_them(encoding,
+                                                                              layout):
+    est, X_in = _random_encoder(encoding, layout)
+    module = est.module_
+    X_t = torch.as_tensor(np.concatenate([X_in[:2], X_in[:1]]))  # a, b, a
+    tokens = X_t[:, :6]  # the token rows
+    with torch.no_grad():
+        P = module._positional_vectors(tokens, module.draw_noise(X_t))  # (3, T, C)
+    assert P.shape == (3, 6, 8)
+    assert not torch.equal(P[0], P[1]) and torch.equal(P[0], P[2])
+    # the module's own forward on one sequence is the estimator's prediction of it
+    prediction = est.predict(X_in)
+    with torch.no_grad():
+        alone = module(X_t[1:2], noise=module.draw_noise(X_t[1:2]))
+    np.testing.assert_allclose(alone.numpy()[0], prediction[1], rtol=1e-5, atol=1e-6)
+    # another eval_seed: other positions, other predictions
+    reseeded = copy.deepcopy(est)
+    reseeded.module_.eval_seed.fill_(int(module.eval_seed) + 1)
+    changed = reseeded.predict(X_in)
+    assert not np.allclose(changed, prediction)
+    assert_array_equal(est.predict(X_in), prediction)  # the original is untouched
