@@ -2,8 +2,8 @@
 
 import pytest
 
-from sparse_token_estimators.reproduce import SMOKE
 from sparse_token_estimators._critical_width import search_steps
+from sparse_token_estimators.reproduce import SMOKE
 from sparse_token_estimators.reproduce._bracket import protocol_rounds
 from sparse_token_estimators.reproduce._models import Fit
 from sparse_token_estimators.reproduce._progress import Progress

@@ -40,7 +40,7 @@ from ._experiment import (
     summarise,
 )
 from ._figures import MIN_FONT, length_axes, pyplot, task_title
-from ._models import Fit, model_name
+from ._models import Fit
 
 #: the models whose smallest width is searched
 SEARCHED = ("encoder_none", "gru", "lstm")

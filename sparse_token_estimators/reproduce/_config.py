@@ -173,7 +173,7 @@ class ReproductionConfig:
     length_factors: tuple = (1, 2, 4, 8)
     n_lengths: int = 40
     scaling_lens: tuple = (8, 16, 32, 64, 128)
-    scaling_training: Training = field(default=Training(lr=0.02, max_epochs=20, batch_size=32,
+    scaling_training: Training = field(default=Training(lr=0.02, max_epochs=10, batch_size=32,
                                                         lr_ref_width=32))
     scaling_n_train: int = 2048
     scaling_pe_start: int = 4
@@ -200,7 +200,7 @@ class ReproductionConfig:
     architecture_width: int = 32
     architecture_lens: tuple = None
     architecture_width_stop: int = 64
-    lr_grids: tuple = (("transformer", (0.003, 0.01, 0.03)), ("fcn", (0.001, 0.003, 0.01, 0.03)),
+    lr_grids: tuple = (("transformer", (0.003, 0.01, 0.03)), ("fcn", (0.003, 0.01, 0.03)),
                        ("encoder", (0.003, 0.01, 0.03)), ("rnn", (0.003, 0.01, 0.03)))
     experiments: tuple = None
     device: str = "auto"
@@ -350,7 +350,7 @@ PAPER = ReproductionConfig(
     seq_len=20, n_samples=50_000, n_test=10_000,
     pe_dims=(4, 8, 16, 32, 64, 128, 256, 512), ensemble_pe_dims=(16, 64, 256),
     scaling_lens=(8, 16, 32, 64, 128, 256), scaling_n_train=4096, scaling_check_len=64,
-    scaling_training=Training(lr=0.02, max_epochs=10, batch_size=32, lr_ref_width=32),
+    scaling_training=Training(lr=0.02, max_epochs=5, batch_size=32, lr_ref_width=32),
     tightness_lens=(8, 16, 32), tightness_check_len=16,
     architecture_lens=(8, 16, 32, 64, 128),
     population_pe_dims=(8, 16, 32, 64, 128),
