@@ -119,3 +119,34 @@ def test_an_error_while_fitting_is_raised_at_once():
     with pytest.raises(KeyboardInterrupt):
         run([Searching("a", 4), Searching("b", 8)], runner)
     assert runner.calls == []
+
+
+def test_the_protocol_fits_every_rate_then_the_chosen_one_with_twice_the_steps():
+    # val R^2 crossing 0.8 at width 12 at rate 0.03; 0.01 diverges (NaN) at every width
+    def record(fit):
+        if fit.lr == 0.01:
+            return {"val_r2": float("nan")}
+        return {"val_r2": (0.9 if fit.width >= 12 else 0.5) - (0.2 if fit.lr != 0.03 else 0)}
+
+    made = []
+    rounds = protocol_rounds(
+        SMOKE, {"k": search_steps(8, target=0.8, stop=64)},
+        lambda key, w, lr, times: Fit("fcn", w, 4, "population", n_train=8 * times, lr=lr),
+        lambda key: (0.003, 0.01, 0.03))
+    fits = next(rounds)
+    try:
+        while True:
+            made.append(fits)
+            fits = rounds.send({(f, s): record(f) for f in fits for s in SMOKE.seeds()})
+    except StopIteration as stop:
+        found = stop.value["k"]
+    assert found["status"] == "found" and found["bracket"] == (11, 13)  # holds 12
+    assert set(found["chosen_lr"].values()) == {0.03}  # never the NaN rate
+    assert all(set(v.values()) == {0.03} for v in found["chosen_lr_per_seed"].values())
+    once = [f for fits in made for f in fits if f.n_train == 8]
+    twice = [f for fits in made for f in fits if f.n_train == 16]
+    assert {f.lr for f in once} == {0.003, 0.01, 0.03}
+    assert len(once) == 3 * len(found["scores"])  # every rate at every width
+    # the steps check: both bracketing widths, at their chosen rate only
+    lower, upper = found["bracket"]
+    assert sorted((f.width, f.lr) for f in twice) == [(lower, 0.03), (upper, 0.03)]
