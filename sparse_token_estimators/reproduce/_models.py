@@ -101,10 +101,16 @@ def width_parameter(model):
     return WIDTH_PARAMETERS[MODELS[model].family]
 
 
-def describe_models(config, models=None):
-    """``{model key: {"name", "training"}}``: what each model is and how it trains."""
-    return {key: {"name": model_name(key, config), "training": asdict(training(key, config))}
-            for key in (models or MODELS)}
+def describe_models(config, models=None, searched=()):
+    """``{model key: {"name", "training"}}``: what each model is and how it trains; the
+    models of ``searched`` (fitted by a critical-width search) also give their
+    ``lr_grid``, the rates the search tries at every width."""
+    out = {}
+    for key in (models or MODELS):
+        out[key] = {"name": model_name(key, config), "training": asdict(training(key, config))}
+        if key in searched:
+            out[key]["lr_grid"] = list(config.lr_grid(MODELS[key].family))
+    return out
 
 
 class FitClock(Callback):

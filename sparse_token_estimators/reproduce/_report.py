@@ -181,7 +181,12 @@ def summary_markdown(results, *, figures=True):
         "Models (every row and legend names one):", ""]
     for model in results["models"].values():
         t = model["training"]
-        lines.append(f"- {model['name']}: Adam, lr={t['lr']}, {t['max_epochs']} epochs, "
+        grid = model.get("lr_grid")
+        rate = f"lr={t['lr']}" if not grid else (
+            f"in its critical-width searches each rate of the grid "
+            f"{', '.join(f'{lr:g}' for lr in grid)} at every width (any other fit: lr="
+            f"{t['lr']})")
+        lines.append(f"- {model['name']}: Adam, {rate}, {t['max_epochs']} epochs, "
                      f"batch {t['batch_size']}.")
     lines += ["", "Wang, Wei, Hsu & Lee, *Transformers Provably Learn Sparse Token Selection "
               "While Fully-Connected Nets Cannot* (ICML 2024, arXiv:2406.06893); task of "

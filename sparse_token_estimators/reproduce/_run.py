@@ -162,7 +162,8 @@ def run(config=QUICK, *, progress=True, store=None):
         "config": asdict(config),
         "theory": _theory_references(config),
         "models": describe_models(config, [m for m in MODELS
-                                           if any(f.model == m for f in used_by)]),
+                                           if any(f.model == m for f in used_by)],
+                                  searched={f.model for f in used_by if f.lr}),
     }
     for experiment in selected(config):
         results[experiment.name] = experiment.collect(config, records,

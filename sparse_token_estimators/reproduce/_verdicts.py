@@ -405,7 +405,9 @@ def _scaling(results, t, r):
     evidence = ("; ".join(
         f"T={x['seq_len']}: pe_dim* {x['star'] or ('> ' + str(x['lower']) if x['lower'] else '-')}"
         f" ({x['status']}, bracket ({x['lower'] or '-'}, {x['star'] or '-'}], rate "
-        f"{fmt(x['lr_at_star'], 'g')}, held-out R^2 {fmt(x['test_r2_mean'])}), pe_dim_best "
+        f"{fmt(x['lr_at_star'], 'g')}, held-out R^2 {fmt(x['test_r2_mean'])}; with twice the "
+        "steps " + (", ".join(f"{v:.3f} at {w}" for w, v in x["doubled_scores"].items())
+                    or "not checked") + "), pe_dim_best "
         f"{x['pe_dim_best']} (ratio {fmt(x['star_over_best'], '.2f')})" for x in rows)
         + f". Reported, not judged: slope of log pe_dim* {fmt(slope, '.2f')}"
         + (f" ({RESOLUTION['bootstrap_level']:.0%} bootstrap interval over seeds "
@@ -462,7 +464,8 @@ def _tightness(results, t, r):
         f"T={x['seq_len']} (T*d={x['td']}): m* "
         + (f"{x['star']} = {x['star_over_td']:.2f} T*d ({x['status']}, bracket "
            f"({x['lower'] or '-'}, {x['star']}], rate {fmt(x['lr_at_star'], 'g')}, held-out "
-           f"R^2 {fmt(x['test_r2_mean'])}, twice the steps: {x['doubled_scores']})"
+           f"R^2 {fmt(x['test_r2_mean'])}; with twice the steps "
+           + ", ".join(f"{v:.3f} at {w}" for w, v in x["doubled_scores"].items()) + ")"
            if x["star"] is not None else f"> {x['lower']} ({x['status']}: {x['reason']})")
         + f"; the bound's width {x['bound_width']} = {x['bound_over_td']:.2f} T*d"
         for x in rows) + f" (R^2 0 = loss {zero:.3f})"
