@@ -23,19 +23,10 @@ from .._critical_width import search_steps
 from ._experiment import find, summarise
 from ._models import MODELS, Fit, model_name
 
-# The experiments' critical-width searches: generators that yield the fits of a
-# round and receive their records ``{(fit, seed): record}``; their path depends
-# only on those.
-
 #: the mean validation R^2 a critical width reaches (``_verdicts.THRESHOLDS``)
 TARGET_R2 = 0.8
 #: bisect until the bracket is within this factor (verdict 4: sqrt(2) or finer)
 REFINE = 2 ** 0.5
-
-
-def mean_score(records, fits, seeds, key="val_r2"):
-    """Mean over the seeds of ``key`` of each fit's records."""
-    return [float(np.mean([records[f, s][key] for s in seeds])) for f in fits]
 
 
 def _best(means):
