@@ -84,9 +84,9 @@ def protocol_rounds(config, searches, make_fit, lrs):
 
 
 def protocol_searches(config, lens, keys, make_fit, *, start, stop, floor):
-    """Generator: at each T of ``lens`` in increasing order, one protocol search per key
-    of ``keys``, in lock-step (:func:`protocol_rounds`); the rates are those of each
-    key's model family.
+    """Generator: at each T of ``lens`` in increasing order, one protocol search per model
+    of ``keys`` (keys of ``MODELS``), in lock-step (:func:`protocol_rounds`); the rates
+    are those of each model's family.
 
     ``make_fit(key, T, width, lr, times)`` (``times`` = 2: twice the steps);
     ``start(key, T, outcome at the T before or None)``, ``stop(key, T)``,
@@ -103,14 +103,9 @@ def protocol_searches(config, lens, keys, make_fit, *, start, stop, floor):
                                          factor=2.0, refine=REFINE)
         found[T] = yield from protocol_rounds(
             config, searches, lambda key, w, lr, times, T=T: make_fit(key, T, w, lr, times),
-            lambda key: config.lr_grid(MODELS[fit_model(key)].family))
+            lambda key: config.lr_grid(MODELS[key].family))
         previous = found[T]
     return found
-
-
-def fit_model(key):
-    """The model of a search's key: the key itself, or its first item (``(model, ...)``)."""
-    return key[0] if isinstance(key, tuple) else key
 
 
 def population_fit(config, model, T, width, lr, times, n_train):
@@ -133,18 +128,17 @@ def collect_points(config, records, found, make_fit, parameter):
     """
     points = []
     for T, outcomes in found.items():
-        for key, o in outcomes.items():
-            model = fit_model(key)
+        for model, o in outcomes.items():
             grid = config.lr_grid(MODELS[model].family)
             asked = [(w, lr, 1) for w in o["scores"] for lr in grid]
             asked += [(w, o["chosen_lr"][w], 2) for w in o["doubled_scores"]
                       if o["chosen_lr"].get(w) is not None]
             for w, lr, times in asked:
-                fit = make_fit(key, T, w, lr, times)
+                fit = make_fit(model, T, w, lr, times)
                 for seed in config.seeds():
                     r = records[fit, seed]
                     points.append({"model": model, "model_name": r["model_name"],
-                                   "key": _key_text(key), "seq_len": T,
+                                   "key": model, "seq_len": T,
                                    "parameter": parameter, "value": w, "width": r["width"],
                                    "lr": lr, "steps_multiplier": times,
                                    "chosen": lr == o["chosen_lr"].get(w), "seed": seed,
@@ -156,17 +150,13 @@ def collect_points(config, records, found, make_fit, parameter):
                              ["val_r2", "test_r2", "test_loss"])
 
 
-def _key_text(key):
-    return "/".join(map(str, key)) if isinstance(key, tuple) else str(key)
-
-
 def per_seed_rows(config, points, found, seeds, target=TARGET_R2):
     """``[{"key", "seq_len", "seed", "star"}]``: each seed's own critical width at each T
     (the smallest width at which its own best rate reaches ``target``; None if none)."""
     rows = []
     for T, outcomes in found.items():
         for key in outcomes:
-            own = [p for p in points if p["seq_len"] == T and p["key"] == _key_text(key)
+            own = [p for p in points if p["seq_len"] == T and p["key"] == key
                    and p["steps_multiplier"] == 1]
             for s in seeds:
                 best = {}
@@ -174,8 +164,8 @@ def per_seed_rows(config, points, found, seeds, target=TARGET_R2):
                     if p["seed"] == s and not math.isnan(p["val_r2"]):
                         best[p["value"]] = max(best.get(p["value"], -math.inf), p["val_r2"])
                 star = min((w for w, r2 in best.items() if r2 >= target), default=None)
-                rows.append({"key": _key_text(key), "model": fit_model(key),
-                             "model_name": model_name(fit_model(key), config), "seq_len": T,
+                rows.append({"key": key, "model": key,
+                             "model_name": model_name(key, config), "seq_len": T,
                              "seed": s, "star": star})
     return rows
 
@@ -188,11 +178,11 @@ def critical_rows(config, found, summary, extra):
         for key, o in outcomes.items():
             lower, upper = o["bracket"]
             star = o["width"]
-            at = find(summary, key=_key_text(key), seq_len=T, value=star) if star else None
+            at = find(summary, key=key, seq_len=T, value=star) if star else None
             ratio = upper / lower if lower and upper else None
             rows.append({
-                "key": _key_text(key), "model": fit_model(key),
-                "model_name": model_name(fit_model(key), config), "seq_len": T,
+                "key": key, "model": key,
+                "model_name": model_name(key, config), "seq_len": T,
                 "star": star, "lower": lower, "status": o["status"], "reason": o["reason"],
                 "ratio": ratio, "evaluated": sorted(o["scores"]),
                 "scores": {str(w): v for w, v in sorted(o["scores"].items())},
@@ -249,7 +239,7 @@ def critical_section(config, found, records, make_fit, parameter, extra):
     width's chosen rate, a row per (T, key) with ``extra(key, T)``, each seed's own width,
     and the rate grids."""
     points, summary = collect_points(config, records, found, make_fit, parameter)
-    keys = {fit_model(k) for outcomes in found.values() for k in outcomes}
+    keys = {k for outcomes in found.values() for k in outcomes}
     return {"target_r2": TARGET_R2, "refine": REFINE, "protocol": "second set",
             "lr_grids": {MODELS[m].family: list(config.lr_grid(MODELS[m].family))
                          for m in sorted(keys)},
@@ -257,9 +247,3 @@ def critical_section(config, found, records, make_fit, parameter, extra):
             "points": points, "summary": summary,
             "critical": critical_rows(config, found, summary, extra),
             "critical_per_seed": per_seed_rows(config, points, found, config.seeds())}
-
-
-def unresolved(rows):
-    """The rows whose width the protocol could not settle: ``[(T, key, reason)]``."""
-    return [(r["seq_len"], r["key"], r["reason"]) for r in rows
-            if r["status"] in ("unresolved", "non-monotone")]
