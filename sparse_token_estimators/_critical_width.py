@@ -100,7 +100,7 @@ def _passes(score, target):
 
 
 def search_steps(start, *, target, stop=None, floor=None, factor=2.0, refine=2 ** 0.5,
-                 fall_tol=0.05, check_steps=True):
+                 fall_tol=0.05, check_steps=True, multiple=1):
     """The bracketing search as a generator: it yields the fits it needs, one at a time.
 
     Each ``yield`` gives a request ``(width, steps_multiplier)`` and takes
@@ -112,7 +112,7 @@ def search_steps(start, *, target, stop=None, floor=None, factor=2.0, refine=2 *
 
     Parameters
     ----------
-    start, target, stop, floor, factor, refine, fall_tol, check_steps
+    start, target, stop, floor, factor, refine, fall_tol, check_steps, multiple
         As in :func:`bracket_critical_width`.
 
     Examples
@@ -132,6 +132,19 @@ def search_steps(start, *, target, stop=None, floor=None, factor=2.0, refine=2 *
         raise ValueError(f"floor must be None or an int in 1..start={start}; got {floor!r}.")
     if not factor > 1 or not refine > 1:
         raise ValueError(f"factor and refine must be > 1; got {factor!r} and {refine!r}.")
+    if isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 1:
+        raise ValueError(f"multiple must be a positive int; got {multiple!r}.")
+    off = {name: value for name, value in (("start", start), ("stop", stop), ("floor", floor))
+           if value is not None and value % multiple}
+    if off:
+        raise ValueError(f"with multiple={multiple} every width is a multiple of it; got "
+                         + ", ".join(f"{k}={v}" for k, v in off.items())
+                         + f": use multiples of {multiple}.")
+    m = multiple
+
+    def near(x):  # the nearest allowed width
+        return m * round(x / m)
+
     scores, doubled = {}, {}
 
     def score(width):
@@ -163,7 +176,7 @@ def search_steps(start, *, target, stop=None, floor=None, factor=2.0, refine=2 *
         lower = width
         if stop is not None and width >= stop:
             break
-        width = max(width + 1, round(width * factor))
+        width = max(width + m, near(width * factor))
         if stop is not None:
             width = min(width, stop)
     if upper is None:  # beyond the stop
@@ -179,13 +192,13 @@ def search_steps(start, *, target, stop=None, floor=None, factor=2.0, refine=2 *
                     f"no width up to {lower} reaches {target}, nor {lower} with twice the "
                     f"steps ({widest:.4g})")
     while lower is None and floor is not None and upper > floor:  # shrink: start passes
-        smaller = max(floor, min(upper - 1, round(upper / factor)))
+        smaller = max(floor, min(upper - m, near(upper / factor)))
         if _passes((yield from score(smaller)), target):
             upper = smaller
         else:
             lower = smaller
-    while lower is not None and upper / lower > refine and upper - lower > 1:  # bisect
-        mid = min(max(round(math.sqrt(lower * upper)), lower + 1), upper - 1)
+    while lower is not None and upper / lower > refine and upper - lower > m:  # bisect
+        mid = min(max(near(math.sqrt(lower * upper)), lower + m), upper - m)
         if _passes((yield from score(mid)), target):
             upper = mid
         else:
@@ -193,7 +206,7 @@ def search_steps(start, *, target, stop=None, floor=None, factor=2.0, refine=2 *
     # confirm at the next width: no wider evaluated width may fail
     above = [w for w in scores if w > upper]
     if not above:
-        nxt = max(upper + 1, round(upper * refine))
+        nxt = max(upper + m, near(upper * refine))
         if stop is None or nxt <= stop:
             yield from score(nxt)
             above = [nxt]
@@ -272,7 +285,7 @@ def run_searches(evaluate, searches):
 
 
 def bracket_critical_width(evaluate, start, *, target, stop=None, floor=None, factor=2.0,
-                           refine=2 ** 0.5, fall_tol=0.05, check_steps=True):
+                           refine=2 ** 0.5, fall_tol=0.05, check_steps=True, multiple=1):
     """The bracketing search with its confirmations, on a score function alone.
 
     Grow the width by ``factor`` from ``start`` until a width's score
@@ -306,6 +319,12 @@ def bracket_critical_width(evaluate, start, *, target, stop=None, floor=None, fa
         the search as "non-monotone"; None: never.
     check_steps : bool, default=True
         Run the steps check (multiplier 2).
+    multiple : int, default=1
+        Every width evaluated is a multiple of it (``start``, ``stop`` and
+        ``floor`` too, or a ``ValueError``): e.g. 2 for an encoder with
+        rotary positions, whose ``d_model`` per head must be even. Each step
+        goes to the nearest multiple, and bisection ends at neighbouring
+        multiples.
 
     Returns
     -------
@@ -320,7 +339,8 @@ def bracket_critical_width(evaluate, start, *, target, stop=None, floor=None, fa
     ('found', (19, 23))
     """
     steps = search_steps(start, target=target, stop=stop, floor=floor, factor=factor,
-                         refine=refine, fall_tol=fall_tol, check_steps=check_steps)
+                         refine=refine, fall_tol=fall_tol, check_steps=check_steps,
+                         multiple=multiple)
     return run_searches(lambda jobs: [evaluate(w, m) for _, w, m in jobs], {None: steps})[None]
 
 
@@ -401,7 +421,7 @@ def _split_data(X, y, validation, test, validation_fraction, random_state):
 def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4, stop=None,
                    floor=None, seeds=(0, 1, 2), validation=None, test=None, validation_fraction=0.2,
                    random_state=0, factor=2.0, refine=2 ** 0.5, fall_tol=0.05,
-                   check_steps=True, lr_param="lr", steps_param="max_epochs",
+                   check_steps=True, multiple=1, lr_param="lr", steps_param="max_epochs",
                    seed_param="random_state", scoring=None, error_score=np.nan,
                    n_jobs=None, verbose=0):
     """The smallest width at which a model's best-rate validation score reaches ``target``.
@@ -453,8 +473,9 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
     validation_fraction : float, default=0.2
     random_state : int, default=0
         Seed of the train / validation split.
-    factor, refine, fall_tol, check_steps
-        As in :func:`bracket_critical_width`.
+    factor, refine, fall_tol, check_steps, multiple
+        As in :func:`bracket_critical_width` (``multiple=2`` for
+        ``SparseTokenEncoder(positional_encoding="rope")``'s ``d_model``).
     lr_param, steps_param : str, default="lr", "max_epochs"
         The rate and the steps parameters (the steps one is doubled for the
         steps check).
@@ -541,8 +562,8 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
         return finite[chosen[width]] if finite else math.nan
 
     found = bracket_critical_width(evaluate, start, target=target, stop=stop, floor=floor,
-                                   factor=factor,
-                                   refine=refine, fall_tol=fall_tol, check_steps=check_steps)
+                                   factor=factor, refine=refine, fall_tol=fall_tol,
+                                   check_steps=check_steps, multiple=multiple)
     return CriticalWidth(param=param, target=target, width=found["width"],
                          bracket=found["bracket"], status=found["status"],
                          reason=found["reason"], scores=found["scores"],

@@ -1,5 +1,6 @@
 """critical_width: the search logic on fake estimators, one real small run."""
 
+import re
 import math
 
 import numpy as np
@@ -274,3 +275,28 @@ def test_a_validation_set_must_be_a_pair():
         critical_width(FakeNet(curve=_monotone), "width", X, y, lr_grid=LRS, validation=X)
     with pytest.raises(ValueError, match="target must be a number"):
         critical_width(FakeNet(curve=_monotone), "width", X, y, lr_grid=LRS, target="0.8")
+
+
+def test_a_multiple_keeps_every_width_a_multiple_of_it():
+    # rotary positions need an even d_model: the search never asks for an odd one
+    found = bracket_critical_width(lambda w, m: float(w >= 23), 4, target=0.5, multiple=2)
+    assert found["bracket"] == (22, 26) and found["status"] == "found"
+    assert all(w % 2 == 0 for w in (*found["scores"], *found["doubled_scores"]))
+    shrunk = bracket_critical_width(lambda w, m: float(w >= 5), 16, target=0.5, floor=2,
+                                    multiple=2)
+    assert shrunk["bracket"] == (4, 6) and all(w % 2 == 0 for w in shrunk["scores"])
+    # the default is every integer: the bracket ends at neighbouring widths
+    assert bracket_critical_width(lambda w, m: float(w >= 23), 4, target=0.5)["bracket"] \
+        == (19, 23)
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({"start": 5}, "start=5: use multiples of 2"),
+    ({"start": 4, "stop": 9}, "stop=9"),
+    ({"start": 4, "floor": 1}, "floor=1"),
+    ({"start": 4, "multiple": 0}, "multiple must be a positive int; got 0"),
+])
+def test_widths_that_are_not_multiples_are_refused(kwargs, fragment):
+    kwargs = {"multiple": 2, **kwargs}
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        bracket_critical_width(lambda w, m: 1.0, target=0.5, **kwargs)

@@ -10,6 +10,7 @@ import csv
 import json
 import math
 import os
+import re
 import sys
 from dataclasses import replace
 
@@ -59,14 +60,16 @@ def test_claims_name_the_model_and_count_seeds(results):
     claims = {c["claim"]: c for c in results["claims"]}
     assert list(claims) == ["width separation", "length generalisation", "alignment",
                             "transformer width scaling", "FCN tightness",
-                            "width separation on the population"]
+                            "width separation on the population", "query-layout separation"]
     for c in claims.values():
         assert c["n_seeds"] == SMOKE.n_seeds and 0 <= c["seeds_supporting"] <= c["n_seeds"]
-        if c["claim"] not in ("FCN tightness", "transformer width scaling"):
+        if c["claim"] not in ("FCN tightness", "transformer width scaling",
+                              "query-layout separation"):
             assert c["model"] == "transformer, paper's model (1 positional draw)"
     assert claims["transformer width scaling"]["model"].startswith(
         "transformer, paper's model (1 positional draw")
     assert claims["FCN tightness"]["model"].startswith("FCN")
+    assert "beyond the paper" in claims["query-layout separation"]["model"]
     assert claims["alignment"]["sanity_checks"][0]["passed"]  # starts at W = 0
 
 
@@ -324,6 +327,28 @@ def test_config_refuses_length_factors_without_the_judged_lengths():
     with pytest.raises(ValueError, match="must include 1 and 4"):
         replace(SMOKE, length_factors=(1, 2))
     assert replace(SMOKE, length_factors=(1, 4, 16)).length_factors == (1, 4, 16)
+
+
+@pytest.mark.parametrize("searched, fragment", [
+    (("encoder_rope", "transformer"), "(unknown: ['transformer'])"),
+    (("gru", "gru"), "must name each architecture once"),
+])
+def test_config_refuses_a_query_search_it_cannot_make(searched, fragment):
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        replace(SMOKE, query_searched=searched)
+
+
+def test_a_query_layout_fit_builds_its_estimator_and_data_in_that_layout():
+    from sparse_token_estimators.reproduce._data import task
+
+    for model in ("query_paper", "query_encoder_rope", "query_gru", "query_fcn"):
+        est = Fit(model, 4, 4, "population").estimator(SMOKE, 0)
+        assert (est.layout, est.n_selected) == ("query", SMOKE.n_selected)
+    assert Fit("gru", 4, 4).estimator(SMOKE, 0).layout == "indicator"
+    X_q, y_q = task(SMOKE, 4, 5, "test", 0, "query")
+    X_i, y_i = task(SMOKE, 4, 5, "test", 0)
+    assert X_q.shape == (5, 4 + SMOKE.n_selected, SMOKE.token_dim + 1)
+    assert (y_q == y_i).all() and (X_q[:, :4, :-1] == X_i[:, :, :-1]).all()
 
 
 def test_scaling_training_scales_adams_rate_as_one_over_sqrt_pe_dim():

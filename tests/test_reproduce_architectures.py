@@ -10,7 +10,10 @@ from sparse_token_estimators.reproduce import SMOKE
 from sparse_token_estimators.reproduce._architectures import (
     EXPERIMENT,
     LENGTH_MODELS,
+    QUERY_LENGTH_MODELS,
+    SANITY,
     SEARCHED,
+    query_searched,
     sentences,
 )
 from sparse_token_estimators.reproduce._experiment import summarise
@@ -26,8 +29,13 @@ def results(smoke_results):
 def test_the_experiment_is_in_the_run(results):
     assert EXPERIMENT in EXPERIMENTS
     section = results["architectures"]
-    assert [r["model"] for r in section["critical"]] == list(SEARCHED)
-    for row in section["critical"]:
+    indicator = [r for r in section["critical"] if r["layout"] == "indicator"]
+    assert [r["model"] for r in indicator] == list(SEARCHED)
+    query = [r for r in section["critical"] if r["layout"] == "query"]
+    assert sorted((r["model"], r["seq_len"]) for r in query) == sorted(
+        (f"query_{m}", T) for m in SMOKE.query_searched for T in SMOKE.query_seq_lens())
+    assert {MODELS[r["model"]].layout for r in query} == {"query"}
+    for row in indicator:
         assert row["status"] in STATUSES and row["reason"]
         # the best of the family's rates at every width searched
         assert set(row["chosen_lr"]) == {str(w) for w in row["evaluated"]}
@@ -36,13 +44,24 @@ def test_the_experiment_is_in_the_run(results):
         assert row["evaluated"] == sorted(row["evaluated"]) and row["evaluated"][0] >= 1
         # the search never goes beyond 4 T d
         assert max(row["evaluated"]) <= 4 * SMOKE.seq_len * SMOKE.token_dim
+    for row in query:  # each within its stop; the paper's model compares d + pe_dim
+        assert max(row["evaluated"]) <= row["stop"]
+        assert row["width_offset"] == (SMOKE.token_dim if row["model"] == "query_paper" else 0)
+        assert row["best_case_width"] > SMOKE.token_dim
+    assert {r["stop"] for r in query if r["model"] == "query_fcn"} == {
+        4 * T * SMOKE.token_dim for T in SMOKE.query_seq_lens()}
     named = {f * SMOKE.seq_len for f in SMOKE.length_factors}
-    assert {r["model"] for r in section["lengths"]} == set(LENGTH_MODELS)
+    assert {r["model"] for r in section["lengths"]} == {*LENGTH_MODELS, *QUERY_LENGTH_MODELS}
     assert {r["length"] for r in section["lengths"]} == named
     assert {r["seed"] for r in section["lengths"]} == set(SMOKE.seeds())
+    # the no-PE encoder of the query layout at every T, every seed: the sanity check
+    assert sorted((r["seq_len"], r["seed"]) for r in section["query_sanity"]) == sorted(
+        (T, s) for T in SMOKE.query_seq_lens() for s in SMOKE.seeds())
+    assert all(r["ceiling"] == SMOKE.n_selected / r["seq_len"] for r in section["query_sanity"])
     # every fit of the experiment is named in the run's list of fits
     ours = [f for f in results["fits"] if "architectures" in f["used_by"]]
-    assert {f["model"] for f in ours} == set(LENGTH_MODELS)
+    assert {f["model"] for f in ours} == {*LENGTH_MODELS, *QUERY_LENGTH_MODELS,
+                                          *query_searched(SMOKE), SANITY}
     assert all(f["data"] == "population" for f in ours)
 
 
@@ -50,11 +69,13 @@ def test_summary_and_figure_say_beyond_the_paper(results, tmp_path):
     pytest.importorskip("matplotlib")
     summary = reproduce.summary_markdown(results, figures=False)
     assert f"## {EXPERIMENT.title}" in summary
-    assert "Beyond the paper, measured, no verdict" in summary
-    assert all(claim["claim"] != "architectures" for claim in results["claims"])
+    assert "Beyond the paper, measured; verdict 7 judges the query layout" in summary
+    assert "Indicator layout (" in summary and "Query layout (" in summary
+    assert "(query layout; beyond the paper)" in summary
+    assert any(claim["claim"] == "query-layout separation" for claim in results["claims"])
     written = {p.name for p in reproduce.write_outputs(results, tmp_path)}
-    assert {"architectures.png", "architectures_critical.csv",
-            "architectures_lengths.csv"} <= written
+    assert {"architectures.png", "architectures_lengths.png", "architectures_critical.csv",
+            "architectures_lengths.csv", "architectures_query_sanity.csv"} <= written
 
 
 def set_lengths(results, values):
@@ -63,30 +84,35 @@ def set_lengths(results, values):
     for row in section["lengths"]:
         row["r2"] = values.get(row["model"], 0.0) if row["length"] > T else 0.95
     section["lengths_summary"] = summarise(section["lengths"], ["model", "model_name",
-                                                                "length"], ["r2"])
+                                                                "layout", "length"], ["r2"])
 
 
 def test_sentences_follow_the_numbers(results):
     section = results["architectures"]
     critical = {r["model"]: r for r in section["critical"]}
-    critical["encoder_none"].update(star=12, test_r2_mean=0.91)
-    critical["gru"].update(star=None, evaluated=[4, 8, 16, 32])
+    critical["encoder_none"].update(star=12, status="found", test_r2_mean=0.91)
+    critical["gru"].update(star=None, status="> stop", evaluated=[4, 8, 16, 32])
     set_lengths(results, {"encoder_none": 0.9, "encoder_rope": 0.85, "lstm": 0.2,
-                          "encoder_learned": 0.1})
+                          "encoder_learned": 0.1, "query_encoder_rope": 0.7})
     text = sentences(results)
-    assert "The encoder without positional encoding reaches R^2 0.8 at width 12" in text[0]
-    assert "The GRU does not reach R^2 0.8 at any width up to 32." in text
+    assert text[0] == ("encoder, no PE (indicator layout): smallest width reaching R^2 0.8: "
+                       f"12 at T={SMOKE.seq_len} (d = 2; not below T d at each).")
+    assert f"GRU (indicator layout): not reached at T={SMOKE.seq_len} up to width 32 " \
+           "(> stop)." in text
     stays = next(s for s in text if s.startswith("At width"))
     assert "no PE" in stays and "RoPE" in stays and "LSTM" not in stays
-    ranges = next(s for s in text if s.startswith("Across the encoder's encodings"))
+    ranges = next(s for s in text if s.startswith("Across the encoder's encodings (indicator"))
     assert "from 0.000" in ranges and "to 0.900 (transformer encoder, no PE" in ranges
+    ranges = next(s for s in text if s.startswith("Across the encoder's encodings (query"))
+    assert "to 0.700 (transformer encoder, RoPE (query layout" in ranges
 
 
 @pytest.fixture(scope="module")
 def several_lengths():
     """The experiment alone at three T (as the paper preset searches the scaling law's T)."""
     config = reproduce.with_sizes(SMOKE, experiments=("architectures",),
-                                  architecture_lens=(3, 4, 6), architecture_width_stop=12)
+                                  architecture_lens=(3, 4, 6), architecture_width_stop=12,
+                                  query_searched=("encoder_rope",))
     return config, reproduce.run(config, progress=False)
 
 
@@ -94,7 +120,7 @@ def test_widths_are_searched_at_every_length(several_lengths):
     config, results = several_lengths
     assert config.architecture_seq_lens() == [3, 4, 6]
     section = results["architectures"]
-    critical = section["critical"]
+    critical = [r for r in section["critical"] if r["layout"] == "indicator"]
     assert sorted((r["model"], r["seq_len"]) for r in critical) == sorted(
         (m, T) for m in SEARCHED for T in (3, 4, 6))
     for row in critical:
@@ -110,6 +136,7 @@ def test_widths_are_searched_at_every_length(several_lengths):
                 assert min(before["star"], after["stop"]) in after["evaluated"]
     # every point of the searches is a record of its own T
     assert {p["seq_len"] for p in section["points"]} == {3, 4, 6}
+    assert {p["layout"] for p in section["points"]} == {"indicator", "query"}
     fitted = {(f["model"], f["seq_len"], f.get("hidden_size") or f.get("d_model"))
               for f in results["fits"] if "architectures" in f["used_by"]}
     assert {(p["model"], p["seq_len"], p["width"]) for p in section["points"]} <= fitted
@@ -119,10 +146,12 @@ def test_several_lengths_in_summary_and_figure(several_lengths, tmp_path):
     pytest.importorskip("matplotlib")
     config, results = several_lengths
     summary = reproduce.summary_markdown(results, figures=False)
-    assert "at T = 3, 4, 6 for the widths" in summary
+    section = summary.split(f"## {EXPERIMENT.title}")[1].split("\n## ")[0]
+    # a row per T in the widths' table
+    assert [T for T in (3, 4, 6) if f"| GRU (beyond the paper) | {T} | " in section] == [3, 4, 6]
     text = sentences(results)
-    assert text[0].startswith("The encoder without positional encoding: ")
-    assert all("T=3" in s for s in text[:3])
+    assert text[0].startswith("encoder, no PE (indicator layout): ")
+    assert all("T=3" in s for s in text[:4])
     written = {p.name for p in reproduce.write_outputs(results, tmp_path)}
     assert "architectures.png" in written
 
@@ -132,8 +161,8 @@ def test_several_lengths_sentences_follow_the_numbers(several_lengths):
     results = copy.deepcopy(results)
     for row in results["architectures"]["critical"]:
         if row["model"] == "gru":
-            row.update(star=None, evaluated=[1, 2, 4, 8, 12]) if row["seq_len"] == 6 \
-                else row.update(star=2)
-    text = next(s for s in sentences(results) if s.startswith("The GRU"))
-    assert text == ("The GRU: smallest width reaching R^2 0.8: 2 at T=3, 2 at T=4 (d = 2; below "
-                    "T d at each); not reached at T=6 up to width 12.")
+            row.update(star=None, status="> stop", evaluated=[1, 2, 4, 8, 12]) \
+                if row["seq_len"] == 6 else row.update(star=2, status="found")
+    text = next(s for s in sentences(results) if s.startswith("GRU"))
+    assert text == ("GRU (indicator layout): smallest width reaching R^2 0.8: 2 at T=3, 2 at "
+                    "T=4 (d = 2; below T d at each); not reached at T=6 up to width 12 (> stop).")

@@ -56,7 +56,8 @@ def test_smoke_decides_nothing(smoke):
     assert all(c["inconclusive_reasons"] for c in smoke["claims"])
     assert [c["claim"] for c in smoke["claims"]] == [
         "width separation", "length generalisation", "alignment",
-        "transformer width scaling", "FCN tightness", "width separation on the population"]
+        "transformer width scaling", "FCN tightness", "width separation on the population",
+        "query-layout separation"]
 
 
 def test_thresholds_are_the_task_statements_and_recorded(smoke):
@@ -68,6 +69,9 @@ def test_thresholds_are_the_task_statements_and_recorded(smoke):
     assert (THRESHOLDS["scaling_span"], THRESHOLDS["scaling_span_paper"]) == (16, 32)
     assert (THRESHOLDS["lr_grid_values"], THRESHOLDS["lr_grid_span"]) == (3, 10)
     assert THRESHOLDS["tightness_max_factor"] == 4
+    assert (THRESHOLDS["query_lens"], THRESHOLDS["query_span"]) == (4, 8)
+    assert THRESHOLDS["query_encoder_max_slope"] == THRESHOLDS["query_recurrent_min_slope"] == 0.6
+    assert (THRESHOLDS["query_slope_lens"], THRESHOLDS["query_none_margin"]) == (3, 0.05)
     recorded = smoke["thresholds"]
     assert recorded["fixed_before_the_run"] and recorded["fixed_on"] == "2026-12-01"
     assert {k: recorded[k] for k in THRESHOLDS} == THRESHOLDS
@@ -488,6 +492,117 @@ def test_tightness_reports_an_m_star_below_the_bound_as_a_failed_sanity_check(pr
     set_tightness(protocol, {3: 10, 4: 14, 6: 5})  # 5 < the bound's width 10 at T=6
     c = judge(protocol, "FCN tightness")
     assert c["supported"] and not c["sanity_checks"][0]["passed"]
+
+
+# -- 7. query-layout separation ------------------------------------------------------------
+
+QUERY_LENS = (8, 16, 32, 64)
+#: a run that supports it: the RoPE encoder flat, the recurrent nets growing like T
+SEPARATED = {"query_encoder_rope": {8: 12, 16: 12, 32: 16, 64: 16},
+             "query_encoder_learned": {8: 16, 16: 23, 32: None, 64: None},
+             "query_gru": {8: 32, 16: 64, 32: 128, 64: 256},
+             "query_lstm": {8: 45, 16: 90, 32: 181, 64: 362},
+             "query_fcn": {8: None, 16: None, 32: None, 64: None}}
+
+
+def set_query(results, widths, *, status=None, lens=QUERY_LENS, sanity=0.0, fcn_loss=10.0):
+    """The architectures section's query-layout rows: a width per model and T (None:
+    "> stop", the widest, 4 T d, failing with twice the steps too)."""
+    status = status or {}
+    section = results["architectures"]
+    rows, per_seed, points = [], [], []
+    for model, by_T in widths.items():
+        for t in lens:
+            w = by_T[t]
+            stop = 4 * t * D if model == "query_fcn" else 512
+            row = _row(t, w, stop if w is None else round(w / 1.3),
+                       status.get((model, t), "found" if w else "> stop"), stop=stop,
+                       layout="query", width_offset=0, fcn_bound_width=round(0.8 * t * D))
+            row.update(model=model, key=model, model_name=model,
+                       evaluated=sorted({row["lower"], w or row["lower"]}))
+            rows.append(row)
+            per_seed += [{"model": model, "key": model, "seq_len": t, "seed": s, "star": w}
+                         for s in SEEDS]
+            if model == "query_fcn":
+                points.append({"model": model, "seq_len": t, "value": t * D // 2,
+                               "test_loss": fcn_loss, "test_loss_se": 0.01})
+    section["critical"] = [r for r in section["critical"] if r.get("layout") != "query"] + rows
+    section["critical_per_seed"] = per_seed
+    section["points"] = points
+    section["query_sanity"] = [{"seq_len": t, "seed": s, "ceiling": Q / t, "test_r2": sanity}
+                               for t in lens for s in SEEDS]
+
+
+def test_query_separation_passes_when_attention_stays_flat_and_recurrence_grows(protocol):
+    set_query(protocol, SEPARATED)
+    c = judge(protocol, "query-layout separation")
+    assert c["verdict"] == "supported", c["inconclusive_reasons"]
+    assert c["seeds_supporting"] == len(SEEDS)
+    assert "best positional encoder transformer encoder, RoPE 12" in c["evidence"]
+    assert "FCN > " + str(4 * 8 * D) in c["evidence"]
+    assert "best positional encoder 0.17, GRU 1.00, LSTM 1.00" in c["evidence"]
+    assert all(check["passed"] for check in c["sanity_checks"])
+
+
+@pytest.mark.parametrize("change", [
+    {"query_gru": {8: 12, 16: 64, 32: 128, 64: 256}},        # not below the GRU at T = 8
+    {"query_fcn": {8: 10, 16: None, 32: None, 64: None}},    # the FCN narrower at T = 8
+    {"query_encoder_rope": {8: 4, 16: 8, 32: 16, 64: 32},    # the encoder's slope 1
+     "query_encoder_learned": {8: 16, 16: 23, 32: 40, 64: 80}},
+    {"query_lstm": {8: 45, 16: 50, 32: 55, 64: 60}},         # the LSTM's slope 0.14
+])
+def test_query_separation_fails(protocol, change):
+    set_query(protocol, {**SEPARATED, **change})
+    assert judge(protocol, "query-layout separation")["verdict"] == "not supported"
+
+
+def test_a_recurrent_net_beyond_its_stop_counts_as_the_stop_for_the_ordering(protocol):
+    # the GRU never reaches the target: its stop 512 is above every encoder width (the
+    # ordering holds), but its slope has no T to stand on: inconclusive, saying so
+    set_query(protocol, {**SEPARATED, "query_gru": dict.fromkeys(QUERY_LENS)})
+    c = judge(protocol, "query-layout separation")
+    assert c["verdict"] == "inconclusive"
+    assert c["inconclusive_reasons"] == [
+        "the GRU's width is found at 0 T (none); a slope needs 3: wider stops "
+        "(architecture_width_stop) or more steps would decide"]
+    assert "GRU > 512" in c["evidence"]
+
+
+@pytest.mark.parametrize("override, kwargs, reason", [
+    ({}, {"lens": (8, 16, 32)}, "at 3 values of T spanning 4x; the verdict needs at least 4"),
+    ({}, {"lens": (8, 16, 32, 48)}, "spanning 6x"),
+    ({}, {"status": {("query_encoder_rope", 16): "unresolved",
+                     ("query_encoder_learned", 16): "unresolved"}},
+     "at T=16 no encoder with a positional encoding has a settled width"),
+    # unresolved, its bracket (11, 14] reaching below the encoder's 16: undecided
+    ({"query_lstm": 14}, {"status": {("query_lstm", 32): "unresolved"}},
+     "at T=32 the LSTM is unresolved"),
+])
+def test_query_separation_is_inconclusive(protocol, override, kwargs, reason):
+    widths = {m: {t: by_T.get(t, 64) for t in kwargs.get("lens", QUERY_LENS)}
+              for m, by_T in SEPARATED.items()}
+    for model, width in override.items():
+        widths[model][32] = width
+    set_query(protocol, widths, **kwargs)
+    c = judge(protocol, "query-layout separation")
+    assert c["verdict"] == "inconclusive"
+    assert any(reason in x for x in c["inconclusive_reasons"]), c["inconclusive_reasons"]
+
+
+def test_query_separation_needs_each_architecture_searched(protocol):
+    set_query(protocol, {m: w for m, w in SEPARATED.items() if m != "query_lstm"})
+    c = judge(protocol, "query-layout separation")
+    assert c["verdict"] == "inconclusive"
+    assert c["inconclusive_reasons"] == [
+        "the LSTM is not searched at every T of the query layout (query_searched)"]
+
+
+def test_query_separation_reports_failed_sanity_checks_apart(protocol):
+    # the no-PE encoder above q/T + 0.05 and an FCN below its bound: reported, not judged
+    set_query(protocol, SEPARATED, sanity=0.9, fcn_loss=0.0)
+    c = judge(protocol, "query-layout separation")
+    assert c["verdict"] == "supported"
+    assert [check["passed"] for check in c["sanity_checks"]] == [False, False]
 
 
 # -- measured, not judged: the statements follow the numbers ------------------------------

@@ -1,27 +1,34 @@
-"""More architectures (beyond the paper): smallest widths and R^2 per length, measured.
+"""More architectures (beyond the paper): smallest widths in both layouts, R^2 per length.
 
 The package's transformer encoder (:class:`~sparse_token_estimators.
-SparseTokenEncoder`, one block, one head, attention pooling) and recurrent
-nets (:class:`~sparse_token_estimators.SparseTokenRNN`): the smallest width
-(``d_model``, ``hidden_size``) whose score reaches 0.8, by the protocol of
-:mod:`._bracket` (the best mean validation R^2 over the family's
+SparseTokenEncoder`, one block, one head, attention pooling), recurrent nets
+(:class:`~sparse_token_estimators.SparseTokenRNN`), and in the query layout
+(the subset given as q rows of positions after the tokens, where content
+alone cannot select) the paper's model and the FCN too: the smallest width
+(``d_model``, ``hidden_size``, d + pe_dim, m) whose score reaches 0.8, by the
+protocol of :mod:`._bracket` (the best mean validation R^2 over the family's
 learning-rate grid, confirmed at the next width, the steps checked by
-doubling them), for the encoder without positional encoding, the GRU and
-the LSTM; and held-out R^2 at the named lengths up to 8T at
-``architecture_width`` for the encoder with each encoding and each cell, at
-``architecture_training``'s one rate. All train on the population. Nothing
-here is judged.
+doubling them), at each T of ``architecture_seq_lens()`` (indicator layout:
+the encoder without positional encoding, the GRU and the LSTM) and of
+``query_seq_lens()`` (query layout: ``query_searched``); the encoder without
+positional encoding in the query layout at ``architecture_width`` at each T
+(by symmetry it cannot beat R^2 q/T: a sanity check); and held-out R^2 at
+the named lengths up to 8T at ``architecture_width`` for every model of
+either layout that takes other lengths, at ``architecture_training``'s one
+rate. All train on the population. Verdict 7 (``_verdicts``) judges the
+query layout's widths.
 """
 
 import math
 from functools import partial
 
 from ..architectures import CELLS, ENCODER_ENCODINGS
-from ..theory import fcn_critical_width
+from ..theory import fcn_critical_width, pe_dim_best
 from ._bracket import (
     TARGET_R2,
     bracket_text,
     critical_section,
+    lockstep,
     population_fit,
     protocol_searches,
     r2_text,
@@ -40,14 +47,28 @@ from ._experiment import (
     summarise,
 )
 from ._figures import MIN_FONT, length_axes, pyplot, task_title
-from ._models import Fit
+from ._models import MODELS, QUERY_MODELS, Fit, model_name
 
-#: the models whose smallest width is searched
+#: the models whose smallest width is searched in the indicator layout
 SEARCHED = ("encoder_none", "gru", "lstm")
-#: the models scored per length, in the order of the table
+#: the models scored per length, in the order of the table (indicator layout)
 LENGTH_MODELS = (*(f"encoder_{e}" for e in ENCODER_ENCODINGS), *CELLS)
-#: where the searches start and how far down they may go (up: to 4 T d, as the FCN's)
+#: the models of the query layout scored per length (all but the FCN, fixed at T + q)
+QUERY_LENGTH_MODELS = tuple(f"query_{m}" for m in QUERY_MODELS if m != "fcn")
+#: fitted at ``architecture_width`` at every T of the query layout: it cannot select
+SANITY = "query_encoder_none"
+#: where the searches start and how far down they may go
 START, FLOOR = 4, 1
+
+
+def layout(model):
+    """The layout of a model of the catalogue."""
+    return MODELS[model].layout
+
+
+def query_searched(config):
+    """The catalogue keys of the query layout's searched models, in the table's order."""
+    return tuple(f"query_{m}" for m in QUERY_MODELS if m in config.query_searched)
 
 
 def _fit(config, model, width, seq_len=None):
@@ -55,8 +76,28 @@ def _fit(config, model, width, seq_len=None):
                n_train=config.architecture_n_train)
 
 
-def _stop(config, T):
-    return max(START, min(config.architecture_width_stop, 4 * T * config.token_dim))
+def _stop(config, model, T):
+    """The widest width searched: 4 T d for the FCN, ``scaling_pe_stop`` for the paper's
+    model's pe_dim, else ``architecture_width_stop`` (at most 4 T d)."""
+    family, four_td = MODELS[model].family, 4 * T * config.token_dim
+    if family == "fcn":
+        return four_td
+    if family == "transformer":
+        return config.scaling_pe_stop
+    return max(START, min(config.architecture_width_stop, four_td))
+
+
+def _start(config, model, T, previous):
+    """The width found at the T before; at the first T (or after "> stop") the stop for
+    the recurrent nets and the FCN of the query layout (expected not to reach the
+    target: a search from the top costs one width when it fails), else ``START``
+    (``scaling_pe_start`` for the paper's model)."""
+    if previous and previous["width"]:
+        return previous["width"]
+    family = MODELS[model].family
+    if layout(model) == "query" and family in ("rnn", "fcn"):
+        return _stop(config, model, T)
+    return config.scaling_pe_start if family == "transformer" else START
 
 
 def _search_fit(config, model, T, width, lr, times):
@@ -64,83 +105,136 @@ def _search_fit(config, model, T, width, lr, times):
 
 
 def searches(config):
-    """Generator: at each T of ``architecture_seq_lens()`` in increasing T, the searched
-    models in lock-step by the protocol (:func:`._bracket.protocol_searches`), each
-    starting from its smallest width at the T before (from START at the first); returns
-    ``{T: {model: outcome}}``."""
-    return protocol_searches(
-        config, config.architecture_seq_lens(), SEARCHED, partial(_search_fit, config),
-        start=lambda model, T, previous: previous["width"] if previous and previous["width"]
-        else START,
-        stop=lambda model, T: _stop(config, T), floor=lambda model, T: FLOOR)
+    """Generator: each layout's searches (:func:`._bracket.protocol_searches`, one per
+    model, each T in increasing order starting from the width found at the T before),
+    both layouts side by side; returns ``{T: {model: outcome}}``."""
+    common = {"start": partial(_start, config), "stop": partial(_stop, config),
+              "floor": lambda model, T: FLOOR}
+    make = partial(_search_fit, config)
+    found = yield from lockstep({
+        "indicator": protocol_searches(config, config.architecture_seq_lens(), SEARCHED,
+                                       make, **common),
+        "query": protocol_searches(config, config.query_seq_lens(), query_searched(config),
+                                   make, **common)})
+    merged = {}
+    for outcomes in found.values():
+        for T, by_model in outcomes.items():
+            merged.setdefault(T, {}).update(by_model)
+    return dict(sorted(merged.items()))
+
+
+def _extra(config, best, model, T):
+    """What a critical row adds: its layout, the theory's widths at T, the stop, and the
+    offset of its compared width (d for the paper's model: d + pe_dim)."""
+    d = config.token_dim
+    return {"layout": layout(model), "stop": _stop(config, model, T),
+            "width_offset": d if MODELS[model].family == "transformer" else 0,
+            "fcn_bound_width": fcn_critical_width(T, config.n_selected, d, TARGET_R2),
+            "best_case_width": d + best[T] if T in best else None}
 
 
 class Architectures(Experiment):
     name = "architectures"
-    title = "More architectures: smallest widths and lengths (beyond the paper; measured)"
+    title = ("More architectures: smallest widths in both layouts and lengths (beyond the "
+             "paper; measured)")
 
     def fits(self, config):
-        return [_fit(config, m, config.architecture_width) for m in LENGTH_MODELS]
+        return ([_fit(config, m, config.architecture_width)
+                 for m in (*LENGTH_MODELS, *QUERY_LENGTH_MODELS)]
+                + [_fit(config, SANITY, config.architecture_width, T)
+                   for T in config.query_seq_lens()])
 
     def search(self, config):
         return searches(config)
 
     def collect(self, config, records, found=None):
-        T0, seeds, d = config.seq_len, config.seeds(), config.token_dim
-        section = critical_section(
-            config, found, records, partial(_search_fit, config), "width",
-            lambda model, T: {"fcn_bound_width": fcn_critical_width(
-                T, config.n_selected, d, TARGET_R2), "stop": _stop(config, T)})
+        T0, seeds, d, q = config.seq_len, config.seeds(), config.token_dim, config.n_selected
+        queried = {T for T, by_model in (found or {}).items()
+                   if any(layout(m) == "query" for m in by_model)}
+        best = {T: pe_dim_best(T, q, TARGET_R2) for T in sorted(queried)}
+        section = critical_section(config, found, records, partial(_search_fit, config),
+                                   "width", partial(_extra, config, best))
+        for p in section["points"]:
+            p["layout"] = layout(p["model"])
         rows = []
-        for model in LENGTH_MODELS:
+        for model in (*LENGTH_MODELS, *QUERY_LENGTH_MODELS):
             for seed in seeds:
                 r = records[_fit(config, model, config.architecture_width), seed]
                 rows += [{"model": model, "model_name": r["model_name"],
-                          "width": config.architecture_width, "length": L, "factor": L / T0,
-                          "seed": seed, "r2": r2}
+                          "layout": layout(model), "width": config.architecture_width,
+                          "length": L, "factor": L / T0, "seed": seed, "r2": r2}
                          for L, r2 in r["r2_by_length"].items() if not math.isnan(r2)]
+        sanity = [{"model": SANITY, "model_name": model_name(SANITY, config),
+                   "seq_len": T, "seed": seed, "width": config.architecture_width,
+                   "ceiling": q / T,
+                   **{k: records[_fit(config, SANITY, config.architecture_width, T), seed][k]
+                      for k in ("val_r2", "test_r2")}}
+                  for T in config.query_seq_lens() for seed in seeds]
         return {**section, "n_train": config.architecture_n_train,
                 "width": config.architecture_width, "td": T0 * d,
                 "width_stop": config.architecture_width_stop,
-                "fcn_bound_width": fcn_critical_width(T0, config.n_selected, d, TARGET_R2),
+                "fcn_bound_width": fcn_critical_width(T0, q, d, TARGET_R2),
                 "lengths": rows,
-                "lengths_summary": summarise(rows, ["model", "model_name", "length"], ["r2"])}
+                "lengths_summary": summarise(rows, ["model", "model_name", "layout", "length"],
+                                             ["r2"]),
+                "query_sanity": sanity,
+                "query_sanity_summary": summarise(sanity, ["model", "model_name", "seq_len",
+                                                           "width", "ceiling"],
+                                                  ["val_r2", "test_r2"])}
 
     tables = {"architectures_widths.csv": "points", "architectures_critical.csv": "critical",
-              "architectures_lengths.csv": "lengths"}
+              "architectures_lengths.csv": "lengths",
+              "architectures_query_sanity.csv": "query_sanity"}
 
     def summary(self, results):
         config, s = config_of(results), results[self.name]
         T, factors, n = config.seq_len, config.length_factors, config.n_seeds
         training = config.architecture_training
-        lens = _lens(s)
-        where = (f"at T={T}" if lens == [T] else
-                 f"at T = {', '.join(map(str, lens))} for the widths and T={T} for the lengths")
         grids = "; ".join(f"{family} {', '.join(f'{lr:g}' for lr in rates)}"
                           for family, rates in s["lr_grids"].items())
-        lines = [f"Beyond the paper, measured, no verdict. Trained on the population {where} "
-                 f"({s['n_train']} fresh sequences every epoch, batch {training.batch_size}, "
-                 f"{training.max_epochs} epochs); the encoder has one block and one head. "
-                 f"Smallest width whose validation R^2 (mean over {n} seeds, at the best of "
-                 f"the learning rates: {grids}; Adam at a constant rate) reaches "
-                 f"{s['target_r2']}, by the protocol of the scaling law (bracketed to a factor "
-                 f"{s['refine']:.3f}, confirmed at the next width, both bracketing widths "
-                 "refitted with twice the steps; widths up to "
-                 f"min({s['width_stop']}, 4 T d)), with its held-out R^2, beside T d and the "
-                 f"width from which the FCN bound allows R^2 {s['target_r2']}. The lengths "
-                 f"below train at Adam lr {training.lr}, one setting for all.", ""]
-        rows = [[r["model_name"], str(r["seq_len"]), star_text(r), bracket_text(r),
-                 r["status"], r2_text(r), fmt(r["lr_at_star"], "g"), steps_text(r),
-                 str(r["td"]), str(r["fcn_bound_width"]), rates_text(r)]
-                for r in sorted(s["critical"], key=_order)]
-        lines += markdown_table(["model", "T", "smallest width", "bracket", "search",
-                                 "held-out R^2", "rate", "2x steps (val R^2)", "T d",
-                                 "FCN bound's width", "rate chosen per width"],
-                                rows, ["l", "r", "r", "r", "l", "r", "r", "l", "r", "r", "l"])
-        lines += [f"{r['model_name']} at T={r['seq_len']}: {r['reason']}."
-                  for r in sorted(s["critical"], key=_order) if r["status"] != "found"]
-        lines += ["", f"Held-out R^2 (mean ± sd over {n} seeds) at width {s['width']} "
-                  f"(d_model, hidden_size), trained at T={T}:", ""]
+        lines = [f"Beyond the paper, measured; verdict 7 judges the query layout. Trained on "
+                 f"the population ({s['n_train']} fresh sequences every epoch, batch "
+                 f"{training.batch_size}, {training.max_epochs} epochs); the encoder has one "
+                 f"block and one head. Smallest width (d_model, hidden_size, d + pe_dim, m) "
+                 f"whose validation R^2 (mean over {n} seeds, at the best of the learning "
+                 f"rates: {grids}; Adam at a constant rate) reaches {s['target_r2']}, by the "
+                 f"protocol of the scaling law (bracketed to a factor {s['refine']:.3f}, "
+                 "confirmed at the next width, both bracketing widths refitted with twice "
+                 f"the steps; widths up to min({s['width_stop']}, 4 T d), the FCN's up to "
+                 f"4 T d, the paper's model's pe_dim up to {config.scaling_pe_stop}), with "
+                 f"its held-out R^2, beside T d, the width from which the FCN bound allows "
+                 f"R^2 {s['target_r2']}, and d + pe_dim_best (the paper's model's best case, "
+                 f"no training). The lengths below train at Adam lr {training.lr}, one "
+                 "setting for all.", ""]
+        for lay, what in (("indicator", "Indicator layout (the selection flag on the token "
+                           "rows: content can select)"),
+                          ("query", "Query layout (the subset as q rows of positions after "
+                           "the tokens: only position can select)")):
+            rows = sorted((r for r in s["critical"] if r.get("layout", "indicator") == lay),
+                          key=_order)
+            if not rows:
+                continue
+            lines += [f"{what}:", ""]
+            lines += markdown_table(
+                ["model", "T", "smallest width", "bracket", "search", "held-out R^2", "rate",
+                 "2x steps (val R^2)", "T d", "FCN bound's width", "d + pe_dim_best",
+                 "rate chosen per width"],
+                [[r["model_name"], str(r["seq_len"]), star_text(r, r.get("width_offset", 0)),
+                  bracket_text(r), r["status"], r2_text(r), fmt(r["lr_at_star"], "g"),
+                  steps_text(r), str(r["td"]), str(r["fcn_bound_width"]),
+                  fmt(r.get("best_case_width"), "d"), rates_text(r)] for r in rows],
+                ["l", "r", "r", "r", "l", "r", "r", "l", "r", "r", "r", "l"])
+            lines += [f"{r['model_name']} at T={r['seq_len']}: {r['reason']}."
+                      for r in rows if r["status"] != "found"]
+            lines.append("")
+        if s.get("query_sanity_summary"):
+            lines += [f"Query layout, the encoder without positional encoding at width "
+                      f"{s['width']} (symmetric in the token rows: it cannot beat R^2 q/T): "
+                      "held-out R^2 " + ", ".join(
+                          f"{fmt_spread(x, 'test_r2')} at T={x['seq_len']} (q/T = "
+                          f"{x['ceiling']:.3f})" for x in s["query_sanity_summary"]) + ".", ""]
+        lines += [f"Held-out R^2 (mean ± sd over {n} seeds) at width {s['width']} "
+                  f"(d_model, hidden_size, pe_dim), trained at T={T}:", ""]
         rows = [[results["models"][m]["name"]] + [
             fmt_spread(find(s["lengths_summary"], model=m, length=f * T), "r2")
             for f in factors] for m in _present(s)]
@@ -149,25 +243,36 @@ class Architectures(Experiment):
         return lines + [""] + [f"- {sentence}" for sentence in sentences(results)]
 
     def figures(self):
-        return {"architectures.png": plot_architectures}
+        return {"architectures.png": plot_architectures,
+                "architectures_lengths.png": plot_lengths}
 
 
-def _lens(section):
-    """The T of the width searches, increasing."""
-    return sorted({r["seq_len"] for r in section["critical"]})
+def _lens(section, lay="indicator"):
+    """The T of a layout's width searches, increasing."""
+    return sorted({r["seq_len"] for r in section["critical"]
+                   if r.get("layout", "indicator") == lay})
+
+
+_ORDER = (*SEARCHED, *(f"query_{m}" for m in QUERY_MODELS))
 
 
 def _order(row):
-    return SEARCHED.index(row["model"]), row["seq_len"]
+    return _ORDER.index(row["model"]), row["seq_len"]
 
 
-def _present(section):
+def _present(section, lay=None):
     seen = {r["model"] for r in section["lengths_summary"]}
-    return [m for m in LENGTH_MODELS if m in seen]
+    return [m for m in (*LENGTH_MODELS, *QUERY_LENGTH_MODELS) if m in seen
+            and (lay is None or layout(m) == lay)]
+
+
+def _what(row_or_model):
+    model = row_or_model if isinstance(row_or_model, str) else row_or_model["model"]
+    return MODELS[model].name.split(" (")[0].replace("transformer encoder, ", "encoder, ")
 
 
 def sentences(results):
-    """The reader's questions, answered from the numbers (measured, not judged)."""
+    """The reader's questions, answered from the numbers (measured, not judged here)."""
     config, s = config_of(results), results["architectures"]
     T, top, target = config.seq_len, max(config.length_factors), s["target_r2"]
 
@@ -175,136 +280,160 @@ def sentences(results):
         row = find(s["lengths_summary"], model=model, length=factor * T)
         return math.nan if row is None else row["r2_mean"]
 
-    out, lens = [], _lens(s)
-    for model, what in (("encoder_none", "The encoder without positional encoding"),
-                        ("gru", "The GRU"), ("lstm", "The LSTM")):
+    out = []
+    for model in _ORDER:
         rows = select(s["critical"], _order, model=model)
         if not rows:
             continue
-        if len(lens) == 1:
-            r = rows[0]
-            if r["star"]:
-                out.append(f"{what} reaches R^2 {target} at width {r['star']} (d = "
-                           f"{config.token_dim}, T d = {r['td']}; held-out R^2 "
-                           f"{fmt(r['test_r2_mean'])}).")
-            else:
-                out.append(f"{what} does not reach R^2 {target} at any width up to "
-                           f"{max(r['evaluated'])}.")
-            continue
+        what = f"{_what(model)} ({layout(model)} layout)"
+        offset = rows[0].get("width_offset", 0)
         found = [r for r in rows if r["star"]]
         text = f"{what}: "
         if found:
             text += (f"smallest width reaching R^2 {target}: "
-                     + ", ".join(f"{r['star']} at T={r['seq_len']}" for r in found)
+                     + ", ".join(f"{offset + r['star']} at T={r['seq_len']}" for r in found)
                      + f" (d = {config.token_dim}; "
-                     + ("below T d at each" if all(r["star"] < r["td"] for r in found)
+                     + ("below T d at each" if all(offset + r["star"] < r["td"] for r in found)
                         else "not below T d at each") + ")")
         missed = [r for r in rows if not r["star"]]
         if missed:
             text += ("; " if found else "") + "not reached " + ", ".join(
-                f"at T={r['seq_len']} up to width {max(r['evaluated'])}" for r in missed)
+                f"at T={r['seq_len']} up to width {offset + max(r['evaluated'])} ({r['status']})"
+                for r in missed)
         out.append(text + ".")
-    keeps = [m for m in _present(s) if r2(m, 1) >= target and r2(m, top) >= target]
     names = {m: results["models"][m]["name"] for m in _present(s)}
+    keeps = [m for m in _present(s) if r2(m, 1) >= target and r2(m, top) >= target]
     out.append(f"At width {s['width']}, R^2 stays at or above {target} from T to {top}T for: "
                + (", ".join(names[m] for m in keeps) if keeps else "none") + ".")
-    encoders = [m for m in _present(s) if m.startswith("encoder_")]
-    if encoders:
-        spread = [r2(m, top) for m in encoders]
-        best = encoders[max(range(len(encoders)), key=lambda i: spread[i])]
-        worst = encoders[min(range(len(encoders)), key=lambda i: spread[i])]
-        out.append(f"Across the encoder's encodings, R^2 at {top}T ranges from "
-                   f"{min(spread):.3f} ({names[worst]}) to {max(spread):.3f} ({names[best]}).")
+    for lay in ("indicator", "query"):
+        encoders = [m for m in _present(s, lay) if "encoder_" in m]
+        if encoders:
+            spread = [r2(m, top) for m in encoders]
+            best = encoders[max(range(len(encoders)), key=lambda i: spread[i])]
+            worst = encoders[min(range(len(encoders)), key=lambda i: spread[i])]
+            out.append(f"Across the encoder's encodings ({lay} layout), R^2 at {top}T ranges "
+                       f"from {min(spread):.3f} ({names[worst]}) to {max(spread):.3f} "
+                       f"({names[best]}).")
     return out
 
 
-#: one marker per model of the length panel: curves that coincide stay told apart
-MARKERS = dict(zip(LENGTH_MODELS, "osv^D<>phX*P"))
-#: one colour per model, the same in both panels, none of a reference line's (black:
-#: T d and R^2 = 0; red: the FCN bound's width; gray: the training length)
+def _base(model):
+    return model.removeprefix("query_")
+
+
+#: one marker per architecture (the same in both layouts): curves that coincide stay told apart
+MARKERS = dict(zip((*LENGTH_MODELS, "paper", "fcn"), "osv^D<>phX*Pd"))
+#: one colour per architecture, the same in every panel, none of a reference line's (black:
+#: T d and R^2 = 0; red: the FCN bound's width; gray: the best case, the training length)
 COLORS = {"encoder_none": "tab:blue", "gru": "tab:green", "lstm": "tab:orange",
           "rnn": "tab:cyan", "encoder_stochastic": "tab:purple", "encoder_fixed": "tab:brown",
           "encoder_sinusoidal": "tab:pink", "encoder_learned": "tab:olive",
-          "encoder_randomized": "navy", "encoder_rope": "goldenrod"}
+          "encoder_randomized": "navy", "encoder_rope": "goldenrod", "paper": "magenta",
+          "fcn": "teal"}
 #: octaves of T between the "not reached" markers of models that share a point
 NOT_REACHED_SPREAD = 0.12
 
 
 def plot_architectures(results):
-    """Smallest width per architecture against T d and the FCN bound; R^2 per length."""
+    """Smallest width against T, one panel per layout, beside T d, the FCN bound's width
+    and the paper's model's best case."""
     plt = pyplot()
     config, s = config_of(results), results["architectures"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.6), layout="constrained",
-                                      width_ratios=(1, 1.6))
-    if len(_lens(s)) == 1:
-        _width_bars(left, s)
-    else:
-        _width_lines(left, s)
-    for model in _present(s):
-        rows = select(s["lengths_summary"], "length", model=model)
-        right.errorbar([r["length"] for r in rows], [r["r2_mean"] for r in rows],
-                       yerr=[r["r2_sd"] for r in rows], capsize=2, marker=MARKERS[model],
-                       markersize=4, color=COLORS[model],
-                       label=results["models"][model]["name"].split(" (")[0],
-                       linestyle="-" if model.startswith("encoder_") else "--")
-    length_axes(right, config, s["lengths_summary"], title=f"Width {s['width']}, trained at T")
-    for ax, ncol in ((left, 2), (right, 3)):  # one legend per panel, below it
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=ncol, fontsize=MIN_FONT)
+    layouts = [lay for lay in ("indicator", "query") if _lens(s, lay)]
+    fig, axes = plt.subplots(1, max(1, len(layouts)), figsize=(6.5 * max(1, len(layouts)), 6),
+                             layout="constrained", squeeze=False)
+    for ax, lay in zip(axes[0], layouts):
+        rows = [r for r in s["critical"] if r.get("layout", "indicator") == lay]
+        (_width_bars if len(_lens(s, lay)) == 1 else _width_lines)(ax, s, rows)
+        ax.set_title(f"{lay.capitalize()} layout: smallest width with validation R^2 >= "
+                     f"{s['target_r2']}", fontsize=MIN_FONT + 1)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=MIN_FONT)
     fig.suptitle(f"More architectures (beyond the paper; {task_title(config)})",
                  fontsize=MIN_FONT + 2)
     return fig
 
 
-def _width_bars(ax, s):
+def plot_lengths(results):
+    """Held-out R^2 per test length at ``architecture_width``, one panel per layout."""
+    plt = pyplot()
+    config, s = config_of(results), results["architectures"]
+    layouts = [lay for lay in ("indicator", "query") if _present(s, lay)]
+    fig, axes = plt.subplots(1, max(1, len(layouts)), figsize=(7 * max(1, len(layouts)), 5.6),
+                             layout="constrained", squeeze=False)
+    for ax, lay in zip(axes[0], layouts):
+        for model in _present(s, lay):
+            rows = select(s["lengths_summary"], "length", model=model)
+            ax.errorbar([r["length"] for r in rows], [r["r2_mean"] for r in rows],
+                        yerr=[r["r2_sd"] for r in rows], capsize=2,
+                        marker=MARKERS[_base(model)], markersize=4, color=COLORS[_base(model)],
+                        label=_what(model),
+                        linestyle="-" if "encoder_" in model else "--")
+        length_axes(ax, config, [r for r in s["lengths_summary"]
+                                 if r.get("layout", "indicator") == lay],
+                    title=f"{lay.capitalize()} layout: width {s['width']}, trained at T")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, fontsize=MIN_FONT)
+    fig.suptitle(f"More architectures per length (beyond the paper; {task_title(config)})",
+                 fontsize=MIN_FONT + 2)
+    return fig
+
+
+def _width(row):
+    return row.get("width_offset", 0) + row["star"] if row["star"] else None
+
+
+def _width_bars(ax, s, rows):
     """One T: a bar per searched model, T d and the FCN bound's width as lines."""
     # the value in the tick label, not over the bar: no reference line strikes it
-    labels = [r["model_name"].split(" (")[0].replace("transformer encoder, ", "encoder,\n")
-              + "\n" + (f"{r['star']}" if r["star"] else f"none up to {max(r['evaluated'])}")
-              for r in s["critical"]]
-    stars = [r["star"] or 0 for r in s["critical"]]
-    td, bound = s["critical"][0]["td"], s["critical"][0]["fcn_bound_width"]
-    ax.bar(range(len(stars)), stars, color=[COLORS[r["model"]] for r in s["critical"]])
+    labels = [_what(r).replace("encoder, ", "encoder,\n") + "\n"
+              + (f"{_width(r)}" if r["star"] else
+                 f"none up to {r.get('width_offset', 0) + max(r['evaluated'])}")
+              for r in rows]
+    stars = [_width(r) or 0 for r in rows]
+    td, bound = rows[0]["td"], rows[0]["fcn_bound_width"]
+    ax.bar(range(len(stars)), stars, color=[COLORS[_base(r["model"])] for r in rows])
     ax.axhline(td, color="black", linestyle="--", label=f"T d = {td}")
     ax.axhline(bound, color="tab:red", linestyle=":",
                label=f"FCN bound's width for R^2 {s['target_r2']}")
     ax.set_xticks(range(len(stars)), labels)
     ax.set(ylim=(0, 1.1 * max([td, bound, *stars])),
-           ylabel="smallest width (d_model, hidden_size)",
-           title=f"Smallest width with validation R^2 >= {s['target_r2']}")
+           ylabel="smallest width (d_model, hidden_size, d + pe_dim, m)")
 
 
-def _width_lines(ax, s):
-    """Several T: each searched model's smallest width against T (log axes),
-    beside T d and the FCN bound's width; a T not reached marked at the widest fit."""
-    lens = _lens(s)
-    by_T = {r["seq_len"]: r for r in s["critical"]}
+def _width_lines(ax, s, rows):
+    """Several T: each searched model's smallest width against T (log axes), beside T d,
+    the FCN bound's width and d + pe_dim_best; a T not reached marked at the widest fit."""
+    lens = sorted({r["seq_len"] for r in rows})
+    by_T = {r["seq_len"]: r for r in rows}
     ax.plot(lens, [by_T[T]["td"] for T in lens], color="black", linestyle="--", label="T d")
     ax.plot(lens, [by_T[T]["fcn_bound_width"] for T in lens], color="tab:red", linestyle=":",
             label=f"FCN bound's width for R^2 {s['target_r2']}")
-    # models not reached at the same (T, width): their markers spread sideways
-    missed = [r for r in sorted(s["critical"], key=_order) if not r["star"]]
+    best = [(T, by_T[T]["best_case_width"]) for T in lens if by_T[T].get("best_case_width")]
+    if best:
+        ax.plot(*zip(*best), color="gray", linestyle="-.",
+                label="d + pe_dim_best: the paper's model's best case (theory)")
+    missed = [r for r in sorted(rows, key=_order) if not r["star"]]
     sharing = {}
     for r in missed:
-        sharing.setdefault((r["seq_len"], max(r["evaluated"])), []).append(r["model"])
-    for model in SEARCHED:
-        rows = select(s["critical"], _order, model=model)
-        name = rows[0]["model_name"].split(" (")[0].replace("transformer encoder, ", "encoder, ")
-        found = [r for r in rows if r["star"]]
-        ax.plot([r["seq_len"] for r in found], [r["star"] for r in found], marker=MARKERS[model],
-                color=COLORS[model], label=name)
+        sharing.setdefault((r["seq_len"], r.get("width_offset", 0) + max(r["evaluated"])),
+                           []).append(r["model"])
+    for model in dict.fromkeys(r["model"] for r in sorted(rows, key=_order)):
+        mine = select(rows, _order, model=model)
+        found = [r for r in mine if r["star"]]
+        ax.plot([r["seq_len"] for r in found], [_width(r) for r in found],
+                marker=MARKERS[_base(model)], color=COLORS[_base(model)], label=_what(model))
         for r in (r for r in missed if r["model"] == model):
-            point = (r["seq_len"], max(r["evaluated"]))
+            point = (r["seq_len"], r.get("width_offset", 0) + max(r["evaluated"]))
             k, i = len(sharing[point]), sharing[point].index(model)
             ax.scatter(point[0] * 2 ** (NOT_REACHED_SPREAD * (i - (k - 1) / 2)), point[1],
-                       marker="^", s=50, color=COLORS[model], zorder=3)
+                       marker="^", s=50, color=COLORS[_base(model)], zorder=3)
     if missed:
         ax.scatter([], [], marker="^", s=50, color="gray",
                    label="not reached up to this width (colour: the model)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xticks(lens, [str(T) for T in lens])
-    ax.set(xlabel="sequence length T", ylabel="smallest width (d_model, hidden_size)",
-           title=f"Smallest width with validation R^2 >= {s['target_r2']}")
+    ax.set(xlabel="sequence length T",
+           ylabel="smallest width (d_model, hidden_size, d + pe_dim, m)")
 
 
 EXPERIMENT = Architectures()

@@ -83,6 +83,14 @@ def protocol_rounds(config, searches, make_fit, lrs):
                   "chosen_lr_per_seed": per_seed[key]} for key in searches}
 
 
+def width_multiple(model):
+    """2 for an encoder with rotary positions (its ``d_model`` per head must be even), else
+    1: every width its search evaluates is a multiple of this."""
+    spec = MODELS[model]
+    return 2 if spec.family == "encoder" and \
+        dict(spec.params).get("positional_encoding") == "rope" else 1
+
+
 def protocol_searches(config, lens, keys, make_fit, *, start, stop, floor):
     """Generator: at each T of ``lens`` in increasing order, one protocol search per model
     of ``keys`` (keys of ``MODELS``), in lock-step (:func:`protocol_rounds`); the rates
@@ -90,22 +98,45 @@ def protocol_searches(config, lens, keys, make_fit, *, start, stop, floor):
 
     ``make_fit(key, T, width, lr, times)`` (``times`` = 2: twice the steps);
     ``start(key, T, outcome at the T before or None)``, ``stop(key, T)``,
-    ``floor(key, T)``: the search's first, widest and narrowest width.
-    Returns ``{T: {key: outcome}}``.
+    ``floor(key, T)``: the search's first, widest and narrowest width (each taken to a
+    multiple of :func:`width_multiple`). Returns ``{T: {key: outcome}}``.
     """
     found, previous = {}, {}
     for T in lens:
         searches = {}
         for key in keys:
-            top, bottom = stop(key, T), floor(key, T)
-            first = min(max(start(key, T, previous.get(key)), bottom), top)
+            m = width_multiple(key)
+            top, bottom = stop(key, T) // m * m, -(-floor(key, T) // m) * m
+            first = min(max(start(key, T, previous.get(key)), bottom), top) // m * m
             searches[key] = search_steps(first, target=TARGET_R2, stop=top, floor=bottom,
-                                         factor=2.0, refine=REFINE)
+                                         factor=2.0, refine=REFINE, multiple=m)
         found[T] = yield from protocol_rounds(
             config, searches, lambda key, w, lr, times, T=T: make_fit(key, T, w, lr, times),
             lambda key: config.lr_grid(MODELS[key].family))
         previous = found[T]
     return found
+
+
+def lockstep(searches):
+    """Generator: the search generators ``{name: generator}`` side by side, their rounds
+    merged (each receives the records of every fit of the round); returns
+    ``{name: what it returned}``."""
+    pending, done = {}, {}
+
+    def step(name, value):
+        try:
+            pending[name] = searches[name].send(value)
+        except StopIteration as end:
+            done[name] = end.value
+            pending.pop(name, None)
+
+    for name in searches:
+        step(name, None)
+    while pending:
+        records = yield [f for fits in pending.values() for f in fits]
+        for name in list(pending):
+            step(name, records)
+    return done
 
 
 def population_fit(config, model, T, width, lr, times, n_train):
@@ -144,6 +175,7 @@ def collect_points(config, records, found, make_fit, parameter):
                                    "chosen": lr == o["chosen_lr"].get(w), "seed": seed,
                                    "n_train": r["n_train"], "val_r2": r["val_r2"],
                                    "test_r2": r["test_r2"], "test_loss": r["test_loss"],
+                                   "test_loss_se": r["test_loss_se"],
                                    "fit_cpu_s": r["fit_cpu_s"]})
     chosen = [p for p in points if p["chosen"] and p["steps_multiplier"] == 1]
     return points, summarise(chosen, ["key", "model", "seq_len", "parameter", "value", "lr"],

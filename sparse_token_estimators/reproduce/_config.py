@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ._models import QUERY_MODELS
+
 
 @dataclass(frozen=True)
 class Training:
@@ -134,6 +136,16 @@ class ReproductionConfig:
         The T of their width searches; None: ``seq_len`` alone.
     architecture_width_stop : int
         The widest ``d_model`` / ``hidden_size`` searched (at most 4 T d).
+    query_lens : tuple of int
+        The T of the width searches in the query layout (verdict 7).
+    query_searched : tuple of str
+        The architectures searched there, by key: "paper", "encoder_<encoding>",
+        "gru", "lstm", "rnn", "fcn". The FCN's widths go up to 4 T d, the
+        paper's model's pe_dim to ``scaling_pe_stop``, the others' to
+        ``architecture_width_stop``. Whatever is searched, the encoder
+        without positional encoding is fitted at ``architecture_width`` at
+        each T (it cannot select: a sanity check) and every model of the
+        query layout that takes other lengths is scored per length.
     lr_grids : tuple of (str, tuple of float)
         The learning-rate grid of every critical-width search, per model
         family ("transformer", "fcn", "encoder", "rnn"): a width's score is
@@ -200,6 +212,8 @@ class ReproductionConfig:
     architecture_width: int = 32
     architecture_lens: tuple = None
     architecture_width_stop: int = 64
+    query_lens: tuple = (8, 16, 32, 64)
+    query_searched: tuple = ("paper", "encoder_rope", "encoder_learned", "gru", "lstm", "fcn")
     lr_grids: tuple = (("transformer", (0.003, 0.01, 0.03)), ("fcn", (0.003, 0.01, 0.03)),
                        ("encoder", (0.003, 0.01, 0.03)), ("rnn", (0.003, 0.01, 0.03)))
     experiments: tuple = None
@@ -234,6 +248,12 @@ class ReproductionConfig:
                 f"a tuple of positive learning rates; got {self.lr_grids!r}"
                 + (f" (missing {missing})" if missing else "")
                 + (f" (not positive rates: {sorted(bad)})" if bad else "") + ".")
+        unknown = sorted(set(self.query_searched) - set(QUERY_MODELS))
+        if unknown or len(set(self.query_searched)) != len(self.query_searched):
+            raise ValueError(
+                f"query_searched must name each architecture once, from {list(QUERY_MODELS)}; "
+                f"got {self.query_searched!r}" + (f" (unknown: {unknown})" if unknown else "")
+                + ".")
         if self.n_jobs == 0:
             raise ValueError("n_jobs must be a non-zero integer or None (-1: all cores, "
                              "n >= 1: n parallel fits); got 0.")
@@ -304,6 +324,10 @@ class ReproductionConfig:
         return [self.seq_len] if self.architecture_lens is None \
             else self._above_q(self.architecture_lens)
 
+    def query_seq_lens(self):
+        """The T of the width searches in the query layout (each above n_selected)."""
+        return self._above_q(self.query_lens)
+
     def sample_seq_lens(self):
         """The T of the sample-complexity curves (each above n_selected)."""
         return sorted({max(self.n_selected + 1, round(f * self.seq_len))
@@ -353,6 +377,10 @@ PAPER = ReproductionConfig(
     scaling_training=Training(lr=0.02, max_epochs=5, batch_size=32, lr_ref_width=32),
     tightness_lens=(8, 16, 32), tightness_check_len=16,
     architecture_lens=(8, 16, 32, 64, 128),
+    query_lens=(8, 16, 32, 64, 128),
+    query_searched=("paper", "encoder_stochastic", "encoder_fixed", "encoder_sinusoidal",
+                    "encoder_learned", "encoder_randomized", "encoder_rope", "gru", "lstm",
+                    "fcn"),
     population_pe_dims=(8, 16, 32, 64, 128),
     sample_factors=(0.25, 0.5, 1.0), sample_sizes=(2, 8, 32, 128),
     sample_fcn_sizes=(512, 2048, 8192, 32768, 131072, 524288), sample_fcn_factor=4.0,
@@ -379,7 +407,8 @@ SMOKE = ReproductionConfig(
     scaling_pe_floor=1, scaling_pe_stop=8, scaling_check_len=4, tightness_lens=(3, 4, 6),
     tightness_training=_TINY, tightness_samples=64, tightness_check_len=4,
     population_pe_dims=(2, 4), architecture_training=_TINY, architecture_n_train=32,
-    architecture_width=4, randomized_ensemble=True, sample_factors=(0.75, 1.0),
+    architecture_width=4, query_lens=(3, 4, 6),
+    query_searched=("paper", "encoder_rope", "gru", "fcn"), randomized_ensemble=True, sample_factors=(0.75, 1.0),
     sample_sizes=(2, 8), sample_fcn_sizes=(8, 32), sample_pe_dim=4, sample_fcn_factor=1.0,
     sample_budget=32, n_jobs=1, device="cpu",
     lr_grids=(("transformer", (0.01, 0.03)), ("fcn", (0.01, 0.03)), ("encoder", (0.01, 0.03)),

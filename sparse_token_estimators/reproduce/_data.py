@@ -18,8 +18,9 @@ def _rng(seed, seq_len, role):
     return np.random.default_rng([seed, seq_len, ROLES[role]])
 
 
-def task(config, seq_len, n_samples, role, seed):
-    """``(X, y)`` of the ``role`` set at ``seq_len`` for ``seed``.
+def task(config, seq_len, n_samples, role, seed, layout="indicator"):
+    """``(X, y)`` of the ``role`` set at ``seq_len`` for ``seed``, in ``layout`` (the same
+    tokens, subsets and targets in both).
 
     Examples
     --------
@@ -30,7 +31,7 @@ def task(config, seq_len, n_samples, role, seed):
     """
     return make_sparse_selection(
         n_samples, seq_len, config.token_dim, config.n_selected,
-        random_state=_rng(seed, seq_len, role),
+        random_state=_rng(seed, seq_len, role), layout=layout,
     )
 
 

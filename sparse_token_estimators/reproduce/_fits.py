@@ -34,6 +34,7 @@ def describe(fit, config, seed):
         "width": fit.model_width(config), width_parameter(fit.model): fit.width,
         "seq_len": fit.seq_len, "data": fit.data, "n_train": fit.training_size(config),
         "max_steps": fit.max_steps, "lr": fit.learning_rate(config), "seed": seed,
+        "layout": MODELS[fit.model].layout,
     }
 
 
@@ -48,7 +49,7 @@ def evaluate(fit, config, seed, model, X_val, y_val):
     held-out loss and R^2 at T, the training loss and the fit's CPU time."""
     _, val_loss, val_r2 = _loss_r2(model, X_val, y_val)
     per_sample, test_loss, test_r2 = _loss_r2(
-        model, *task(config, fit.seq_len, config.n_test, "test", seed))
+        model, *task(config, fit.seq_len, config.n_test, "test", seed, _layout(fit)))
     history = model.history_
     return {
         "val_loss": val_loss, "val_r2": val_r2, "test_loss": test_loss, "test_r2": test_r2,
@@ -62,15 +63,17 @@ def evaluate(fit, config, seed, model, X_val, y_val):
 
 def r2_by_length(fit, config, seed, model):
     """Held-out R^2 at each length of the dense grid (NaN where not scored: the named
-    lengths only, but for the transformers at ``length_pe_dim``; none for the FCN)."""
+    lengths only, but for the transformers of the indicator layout at ``length_pe_dim``;
+    none for the FCN)."""
     family = MODELS[fit.model].family
     named = {f * config.seq_len for f in config.length_factors}
-    dense = family == "transformer" and fit.width == config.length_pe_dim
+    dense = family == "transformer" and fit.width == config.length_pe_dim \
+        and _layout(fit) == "indicator"
     out = {}
     for L in config.length_grid() if fit.seq_len == config.seq_len else []:
         out[L] = math.nan
         if family != "fcn" and (dense or L in named):
-            X, y = task(config, L, config.n_length_test, "length", seed)
+            X, y = task(config, L, config.n_length_test, "length", seed, _layout(fit))
             out[L] = float(r2_score(y, model.predict(X)))
     return out
 
@@ -93,22 +96,27 @@ def alignment_trace(fit, config, model):
     return trace
 
 
+def _layout(fit):
+    return MODELS[fit.model].layout
+
+
 def fit_job(config, fit, seed, pool=0):
     """Fit ``fit`` for ``seed`` and return ``(fit, seed, record)`` (in a worker); ``pool``:
     a learning curve's pool size, whose first ``n_train`` sequences it trains on."""
+    layout = _layout(fit)
     if fit.max_steps:
-        X, y = task(config, fit.seq_len, pool or fit.n_train, "pool", seed)
+        X, y = task(config, fit.seq_len, pool or fit.n_train, "pool", seed, layout)
         X, y = X[:fit.n_train], y[:fit.n_train]
     elif fit.data == "population":
         X, y = SparseSelectionStream(
             fit.seq_len, config.token_dim, config.n_selected,
             n_samples=fit.training_size(config), random_state=stream_seed(fit.seq_len, seed),
-            device=config.device), None
+            device=config.device, layout=layout), None
     else:
         if fit.training_size(config) != config.n_train(fit.seq_len):
             raise ValueError("fits on a fixed sample of another size than n_train(T) "
                              "need max_steps (a learning curve)")
-        X, y = task(config, fit.seq_len, config.n_train(fit.seq_len), "train", seed)
+        X, y = task(config, fit.seq_len, config.n_train(fit.seq_len), "train", seed, layout)
     model = fit.estimator(config, seed)
     start = time.perf_counter()
     record = describe(fit, config, seed)
@@ -127,7 +135,7 @@ def fit_job(config, fit, seed, pool=0):
         return fit, seed, record
     fit_s = time.perf_counter() - start
     if fit.max_steps:
-        X_test, y_test = task(config, fit.seq_len, config.n_test, "test", seed)
+        X_test, y_test = task(config, fit.seq_len, config.n_test, "test", seed, layout)
         record.update(train_r2=float(r2_score(y, model.predict(X))),
                       test_r2=float(r2_score(y_test, model.predict(X_test))))
         # a learning curve's fit records its wall time alone (fit_cpu_s NaN, explained)
@@ -135,7 +143,8 @@ def fit_job(config, fit, seed, pool=0):
                       fit_cpu_s=math.nan)
         return fit, seed, record
     record.update(evaluate(fit, config, seed, model,
-                           *task(config, fit.seq_len, config.n_test, "validation", seed)))
+                           *task(config, fit.seq_len, config.n_test, "validation", seed,
+                                 layout)))
     by_length, trace = r2_by_length(fit, config, seed, model), alignment_trace(fit, config, model)
     record.update(fit_s=fit_s, score_s=time.perf_counter() - start - fit_s,
                   r2_by_length=by_length, trace=trace)

@@ -1,8 +1,8 @@
-"""The one catalogue of models a run can fit (``MODELS``, nothing added at import), and
-:class:`Fit`: one model to fit per seed."""
+"""The one catalogue of models a run can fit (``MODELS``, declared here and nowhere else),
+and :class:`Fit`: one model to fit per seed."""
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from skorch.callbacks import Callback
 
@@ -30,6 +30,8 @@ class Model:
         Averages ``n_pe_draws`` positional draws (otherwise one, the paper's).
     cost : float
         Its cost per sequence relative to the cost model's.
+    layout : {"indicator", "query"}
+        The layout of its data (``make_sparse_selection(..., layout=...)``).
     """
 
     name: str
@@ -38,6 +40,7 @@ class Model:
     params: tuple = ()
     ensemble: bool = False
     cost: float = 1.0
+    layout: str = "indicator"
 
 
 def _encoding(name, encoding, training="paper_training", **kwargs):
@@ -80,6 +83,21 @@ MODELS = {
         "transformer, randomized PE, {n_pe_draws}-draw ensemble (package extension)",
         "randomized", "ensemble_training", ensemble=True, cost=1.2),
 }
+
+
+
+def _query(model, name):
+    """``model`` in the query layout, trained as the architectures are."""
+    return replace(model, name=name, training="architecture_training", layout="query")
+
+
+#: the query layout (``layout="query"``): the same architectures, the subset given as q
+#: rows of positions after the tokens (keys ``query_<key>``)
+QUERY_MODELS = ("paper", *(f"encoder_{e}" for e in ENCODER_ENCODINGS), *CELLS, "fcn")
+MODELS.update({f"query_{key}": _query(
+    MODELS[key], MODELS[key].name.replace(" (beyond the paper)", "").replace(
+        " (1 positional draw)", ", 1 positional draw") + " (query layout; beyond the paper)")
+    for key in QUERY_MODELS})
 
 #: family -> the estimator parameter a fit's width sets
 WIDTH_PARAMETERS = {"fcn": "hidden_width", "transformer": "pe_dim", "encoder": "d_model",
@@ -189,6 +207,8 @@ class Fit:
         common = {"lr": self.learning_rate(config), "max_epochs": epochs,
                   "batch_size": train.batch_size, "random_state": seed,
                   "device": config.device, **dict(spec.params)}
+        if spec.layout == "query":
+            common.update(layout="query", n_selected=config.n_selected)
         if self.max_steps:
             # skorch's PrintLog tabulates every epoch even when silent: much of
             # a fit whose small training set makes an epoch of one step
@@ -207,7 +227,8 @@ class Fit:
             AlignmentRecorder(steps_per_doubling=config.trace_steps_per_doubling)]
         return SparseTokenTransformer(
             pe_dim=self.width, n_pe_draws=self._draws(config),
-            max_seq_len=max(config.length_grid()), callbacks=[*recorder, *callbacks],
+            max_seq_len=max(*config.length_grid(), self.seq_len),
+            callbacks=[*recorder, *callbacks],
             **common,
         )
 

@@ -1,4 +1,4 @@
-"""The six verdicts, with thresholds fixed before the run (2026-12-01).
+"""The seven verdicts, with thresholds fixed before the run (2026-12-01).
 
 Each verdict reads its experiment's section of the results and says
 "supported", "not supported", or "inconclusive" when the run cannot resolve
@@ -52,6 +52,10 @@ THRESHOLDS = {
     "tightness_target_r2": 0.8, "tightness_max_factor": 4, "tightness_lens": 3,
     # the protocol of every critical width (second set): the learning-rate grid
     "lr_grid_values": 3, "lr_grid_span": 10,
+    # 7 (second set): the query layout's separation; the no-PE encoder's sanity margin
+    "query_target_r2": 0.8, "query_lens": 4, "query_span": 8,
+    "query_encoder_max_slope": 0.6, "query_recurrent_min_slope": 0.6, "query_slope_lens": 3,
+    "query_none_margin": 0.05,
 }
 #: the day the second set (verdict 4 against the best case, the protocol) was fixed
 SECOND_SET_FIXED_ON = "2026-12-01 (evening)"
@@ -481,11 +485,164 @@ def _tightness(results, t, r):
         + SECOND_SET_FIXED_ON + ")")
 
 
+def _query_width(row):
+    """A query-layout row's compared width (d + pe_dim for the paper's model): the width
+    found, the stop for "> stop" (the ordering's rule), None where unsettled."""
+    offset = row.get("width_offset", 0)
+    if row["status"] == "found":
+        return offset + row["star"]
+    if row["status"] == "> stop":
+        return offset + row["lower"]
+    return None
+
+
+def _below(encoder, other, what, T):
+    """The condition "the best encoder's width is below ``other``'s" at T."""
+    width = _query_width(other)
+    if width is not None:
+        return ("pass" if encoder < width else "fail", "")
+    lower = other["lower"]
+    return ("pass" if lower is not None and encoder <= lower else "unresolved",
+            f"at T={T} {what} is {other['status']} ({other['reason']}), and the best "
+            f"encoder's width {encoder} is not at or below its bracket's lower end "
+            f"{lower or '-'}: more steps would decide")
+
+
+def _query_separation(results, t, r):
+    config, s = config_of(results), results["architectures"]
+    q, d = config.n_selected, config.token_dim
+    rows = [x for x in s["critical"] if x.get("layout") == "query"]
+    lens = sorted({x["seq_len"] for x in rows})
+    span = lens[-1] / lens[0] if lens else 0
+    by = {}
+    for x in rows:
+        by.setdefault(x["model"], {})[x["seq_len"]] = x
+    encoders = [m for m in by if m.startswith("query_encoder_") and m != "query_encoder_none"]
+    names = {m: results["models"][m]["name"] for m in by}
+    need = {"an encoder with a positional encoding": encoders, "the GRU": ["query_gru"],
+            "the LSTM": ["query_lstm"], "the FCN": ["query_fcn"]}
+    gates = [(s["target_r2"] == t["query_target_r2"], f"the searches' target R^2 "
+              f"{s['target_r2']} is not the verdict's {t['query_target_r2']}"),
+             (len(lens) >= t["query_lens"] and span >= t["query_span"],
+              f"the query layout's widths at {len(lens)} values of T spanning {span:.0f}x; "
+              f"the verdict needs at least {t['query_lens']} spanning {t['query_span']}x "
+              "(query_lens, e.g. 8, 16, 32, 64)")]
+    gates += [(all(m in by and set(by[m]) == set(lens) for m in models) and bool(models),
+               f"{what} is not searched at every T of the query layout (query_searched)")
+              for what, models in need.items()]
+    gates += [_grid_gate(config, family, t) for family in ("encoder", "rnn", "fcn")]
+    if not all(ok for ok, _ in gates):
+        return verdict("query-layout separation", model="the query layout's architectures "
+                       "(beyond the paper)",
+                       statement=_query_statement(t), evidence="not measured",
+                       per_seed=[False for _ in config.seeds()],
+                       gates=gates, note="second set of verdicts (fixed "
+                       + SECOND_SET_FIXED_ON + ")")
+    conditions, best, evidence = [], {}, []
+    for T in lens:
+        settled = {m: _query_width(by[m][T]) for m in encoders
+                   if _query_width(by[m][T]) is not None}
+        if not settled:
+            conditions.append(("unresolved", f"at T={T} no encoder with a positional "
+                               "encoding has a settled width: more steps would decide"))
+            continue
+        winner = min(settled, key=settled.get)
+        best[T] = (winner, settled[winner], by[winner][T]["status"])
+        for model, what in (("query_gru", "the GRU"), ("query_lstm", "the LSTM"),
+                            ("query_fcn", "the FCN's m*")):
+            conditions.append(_below(settled[winner], by[model][T], what, T))
+        evidence.append(f"T={T}: best positional encoder {_short(names[winner])} "
+                        f"{star_or_stop(by[winner][T])}; GRU {star_or_stop(by['query_gru'][T])},"
+                        f" LSTM {star_or_stop(by['query_lstm'][T])}, FCN "
+                        f"{star_or_stop(by['query_fcn'][T])}"
+                        + (f", paper's model d + pe_dim* {star_or_stop(by['query_paper'][T])}"
+                           if T in by.get("query_paper", {}) else ""))
+    slopes = {}
+    found = [T for T in lens if T in best and best[T][2] == "found"]
+    for key, Ts, widths, limit, at_most in (
+            ("best positional encoder", found, [best[T][1] for T in found],
+             t["query_encoder_max_slope"], True),
+            *((what, [T for T in lens if by[m][T]["status"] == "found"],
+               [_query_width(by[m][T]) for T in lens if by[m][T]["status"] == "found"],
+               t["query_recurrent_min_slope"], False)
+              for m, what in (("query_gru", "GRU"), ("query_lstm", "LSTM")))):
+        if len(Ts) < t["query_slope_lens"]:
+            conditions.append(("unresolved", f"the {key}'s width is found at {len(Ts)} T "
+                               f"({', '.join(map(str, Ts)) or 'none'}); a slope needs "
+                               f"{t['query_slope_lens']}: wider stops "
+                               "(architecture_width_stop) or more steps would decide"))
+            slopes[key] = None
+            continue
+        slopes[key] = loglog_slope(Ts, widths)
+        ok = slopes[key] <= limit if at_most else slopes[key] >= limit
+        conditions.append(("pass" if ok else "fail", ""))
+    evidence.append("log-log slopes over the T where found: " + ", ".join(
+        f"{k} {fmt(v, '.2f')}" for k, v in slopes.items()))
+    sanity = s.get("query_sanity", [])
+    none_ok = [x["test_r2"] <= x["ceiling"] + t["query_none_margin"] for x in sanity]
+    fcn_points = [p for p in s["points"] if p["model"] == "query_fcn"
+                  and not math.isnan(p["test_loss"])]
+    above = [p["test_loss"] >= fcn_lower_bound(p["seq_len"], q, token_dim=d, width=p["value"])
+             - 3 * p.get("test_loss_se", 0) for p in fcn_points]
+    checks = [(f"the encoder without positional encoding never exceeds held-out R^2 q/T + "
+               f"{t['query_none_margin']} (it is symmetric in the token rows): {sum(none_ok)} "
+               f"of {len(none_ok)} fits", bool(none_ok) and all(none_ok)),
+              (f"every FCN of the query layout sits at or above its bound (within 3 standard "
+               f"errors of its held-out loss): {sum(above)} of {len(above)} fits", all(above))]
+    per_seed = _query_per_seed(config, s, by, encoders, lens)
+    return verdict("query-layout separation", model="the query layout's architectures "
+                   "(beyond the paper)", statement=_query_statement(t),
+                   evidence="; ".join(evidence), per_seed=per_seed, gates=gates,
+                   conditions=conditions, checks=checks,
+                   note="second set of verdicts (fixed " + SECOND_SET_FIXED_ON + ")")
+
+
+def _short(name):
+    return name.split(" (")[0]
+
+
+def star_or_stop(row):
+    """A query row's compared width in words: the width, "> stop", or its status."""
+    width = _query_width(row)
+    if width is None:
+        return row["status"]
+    return str(width) if row["status"] == "found" else f"> {width}"
+
+
+def _query_per_seed(config, s, by, encoders, lens):
+    """Each seed's own ordering at every T (its own smallest widths; not reached: the
+    widest width searched)."""
+    own = {}
+    for p in s["critical_per_seed"]:
+        own[p["model"], p["seq_len"], p["seed"]] = p["star"]
+
+    def width(model, T, seed):
+        row, star = by[model][T], own.get((model, T, seed))
+        return row.get("width_offset", 0) + (star if star else max(row["evaluated"]))
+
+    return [all(min(width(m, T, seed) for m in encoders)
+                < min(width(o, T, seed) for o in ("query_gru", "query_lstm", "query_fcn"))
+                for T in lens) for seed in config.seeds()]
+
+
+def _query_statement(t):
+    return (f"In the query layout (the subset given as q rows of positions), at every T of "
+            f"the run (at least {t['query_lens']} values spanning at least "
+            f"{t['query_span']}x): the smallest width (mean validation R^2 "
+            f"{t['query_target_r2']}, the protocol of the second set) of the best encoder "
+            "with a positional encoding is below that of the GRU, of the LSTM, and the FCN's "
+            "m*; over the T, the log-log slope of the best positional encoder's width is <= "
+            f"{t['query_encoder_max_slope']}, those of the GRU and the LSTM are >= "
+            f"{t['query_recurrent_min_slope']} (a width \"> stop\" counts as the stop for "
+            f"the ordering; a slope needs {t['query_slope_lens']} T where the width is found).")
+
+
 #: the verdicts in the reproduction page's order, with the section each needs
 VERDICTS = (("width_separation", lambda res, t, r: _separation(res, t, r, population=False)),
             ("length_generalisation", _length), ("alignment", _alignment),
             ("width_scaling", _scaling), ("fcn_tightness", _tightness),
-            ("population", lambda res, t, r: _separation(res, t, r, population=True)))
+            ("population", lambda res, t, r: _separation(res, t, r, population=True)),
+            ("architectures", _query_separation))
 
 
 def assess_claims(results, thresholds=THRESHOLDS, resolution=RESOLUTION):
