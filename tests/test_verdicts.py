@@ -589,6 +589,31 @@ def test_query_separation_is_inconclusive(protocol, override, kwargs, reason):
     assert any(reason in x for x in c["inconclusive_reasons"]), c["inconclusive_reasons"]
 
 
+def test_an_unresolved_encoder_that_passes_with_twice_the_steps_bounds_the_ordering(protocol):
+    # RoPE's bracket moves down under the steps check at T >= 16 (its narrower width also
+    # reaches the target with twice the steps): its width is at most the one found, which
+    # is enough for the ordering, not for a slope
+    status = {("query_encoder_rope", t): "unresolved" for t in (16, 32, 64)}
+    status.update({("query_encoder_learned", t): "unresolved" for t in (16,)})
+    set_query(protocol, SEPARATED, status=status)
+    for row in protocol["architectures"]["critical"]:
+        if row["model"] == "query_encoder_rope" and row["seq_len"] > 8:
+            row["doubled_scores"] = {str(row["lower"]): 0.85, str(row["star"]): 0.9}
+    c = judge(protocol, "query-layout separation")
+    assert c["verdict"] == "inconclusive"
+    assert c["inconclusive_reasons"] == [
+        "the best positional encoder's width is found at 1 T (8); a slope needs 3: wider "
+        "stops (architecture_width_stop) or more steps would decide"]
+    assert "RoPE <= 12 (unresolved: reason at 16)" in c["evidence"]
+    # a bound not below the GRU's measured width decides nothing
+    for row in protocol["architectures"]["critical"]:
+        if row["model"] == "query_gru" and row["seq_len"] == 16:
+            row.update(star=12, lower=9)
+    c = judge(protocol, "query-layout separation")
+    assert "at T=16 the best encoder's width is at most 12 (unresolved) and the GRU is 12: " \
+           "more steps would decide" in c["inconclusive_reasons"]
+
+
 def test_query_separation_needs_each_architecture_searched(protocol):
     set_query(protocol, {m: w for m, w in SEPARATED.items() if m != "query_lstm"})
     c = judge(protocol, "query-layout separation")

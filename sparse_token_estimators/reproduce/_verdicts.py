@@ -496,15 +496,34 @@ def _query_width(row):
     return None
 
 
-def _below(encoder, other, what, T):
-    """The condition "the best encoder's width is below ``other``'s" at T."""
+def _encoder_bound(row, target):
+    """An encoder row's width for the ordering: ``(width, exact)``. Exact: the width found,
+    or the stop for "> stop"; a bound: an unresolved width that reaches the target with
+    twice the steps too (more steps can then only narrow it); None where neither."""
+    width = _query_width(row)
+    if width is not None:
+        return width, True
+    star = row["star"]
+    if row["status"] == "unresolved" and star and \
+            row["doubled_scores"].get(str(star), -math.inf) >= target:
+        return row.get("width_offset", 0) + star, False
+    return None
+
+
+def _below(best, exact, other, what, T):
+    """The condition "the best encoder's width ``best`` is below ``other``'s" at T
+    (``exact``: ``best`` is a measured width, not an upper bound)."""
     width = _query_width(other)
     if width is not None:
-        return ("pass" if encoder < width else "fail", "")
+        if best < width:
+            return ("pass", "")
+        return ("fail" if exact else "unresolved",
+                f"at T={T} the best encoder's width is at most {best} (unresolved) and "
+                f"{what} is {star_or_stop(other)}: more steps would decide")
     lower = other["lower"]
-    return ("pass" if lower is not None and encoder <= lower else "unresolved",
+    return ("pass" if lower is not None and best <= lower else "unresolved",
             f"at T={T} {what} is {other['status']} ({other['reason']}), and the best "
-            f"encoder's width {encoder} is not at or below its bracket's lower end "
+            f"encoder's width {best} is not at or below its bracket's lower end "
             f"{lower or '-'}: more steps would decide")
 
 
@@ -540,19 +559,23 @@ def _query_separation(results, t, r):
                        + SECOND_SET_FIXED_ON + ")")
     conditions, best, evidence = [], {}, []
     for T in lens:
-        settled = {m: _query_width(by[m][T]) for m in encoders
-                   if _query_width(by[m][T]) is not None}
-        if not settled:
+        bounds = {m: _encoder_bound(by[m][T], s["target_r2"]) for m in encoders}
+        bounds = {m: b for m, b in bounds.items() if b is not None}
+        if not bounds:
             conditions.append(("unresolved", f"at T={T} no encoder with a positional "
                                "encoding has a settled width: more steps would decide"))
             continue
-        winner = min(settled, key=settled.get)
-        best[T] = (winner, settled[winner], by[winner][T]["status"])
+        # the narrowest; a measured width before a bound of the same value
+        winner = min(bounds, key=lambda m: (bounds[m][0], not bounds[m][1]))
+        width, exact = bounds[winner]
+        best[T] = (winner, width, by[winner][T]["status"])
         for model, what in (("query_gru", "the GRU"), ("query_lstm", "the LSTM"),
                             ("query_fcn", "the FCN's m*")):
-            conditions.append(_below(settled[winner], by[model][T], what, T))
+            conditions.append(_below(width, exact, by[model][T], what, T))
         evidence.append(f"T={T}: best positional encoder {_short(names[winner])} "
-                        f"{star_or_stop(by[winner][T])}; GRU {star_or_stop(by['query_gru'][T])},"
+                        + (star_or_stop(by[winner][T]) if exact else
+                           f"<= {width} (unresolved: {by[winner][T]['reason']})")
+                        + f"; GRU {star_or_stop(by['query_gru'][T])},"
                         f" LSTM {star_or_stop(by['query_lstm'][T])}, FCN "
                         f"{star_or_stop(by['query_fcn'][T])}"
                         + (f", paper's model d + pe_dim* {star_or_stop(by['query_paper'][T])}"
