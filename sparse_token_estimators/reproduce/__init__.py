@@ -1,12 +1,14 @@
 """Reproduce the claims of Wang, Wei, Hsu & Lee (ICML 2024) with the package's estimators.
 
-Nine experiments over several seeds, and six verdicts whose thresholds were
+Nine experiments over several seeds, and seven verdicts whose thresholds were
 fixed before the run: width separation, length generalisation, alignment and
 the transformer's width scaling on the paper's model (one positional draw;
 the package's ensemble of draws beside it), the FCN's tightness on the
-population, and the separation when trained on the population. Beyond the
-paper, measured: approximation against estimation error, sample complexity,
-the positional encodings and other architectures. The task is the q-sparse
+population, the separation when trained on the population, and (beyond the
+paper) the architectures' separation in the query layout, where the subset is
+given by position. Beyond the paper, measured: approximation against
+estimation error, sample complexity, the positional encodings and other
+architectures in both layouts. The task is the q-sparse
 averaging of Sanford, Hsu & Telgarsky (NeurIPS 2023).
 
 Public: :func:`run` (a configuration to a results dict), :func:`write_outputs`

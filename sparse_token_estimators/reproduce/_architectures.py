@@ -78,13 +78,15 @@ def _fit(config, model, width, seq_len=None):
 
 def _stop(config, model, T):
     """The widest width searched: 4 T d for the FCN, ``scaling_pe_stop`` for the paper's
-    model's pe_dim, else ``architecture_width_stop`` (at most 4 T d)."""
+    model's pe_dim, else ``architecture_width_stop`` (``query_width_stop`` in the query
+    layout), at most 4 T d."""
     family, four_td = MODELS[model].family, 4 * T * config.token_dim
     if family == "fcn":
         return four_td
     if family == "transformer":
         return config.scaling_pe_stop
-    return max(START, min(config.architecture_width_stop, four_td))
+    cap = config.query_width_stop if layout(model) == "query" else config.architecture_width_stop
+    return max(START, min(cap, four_td))
 
 
 def _start(config, model, T, previous):
@@ -200,8 +202,9 @@ class Architectures(Experiment):
                  f"rates: {grids}; Adam at a constant rate) reaches {s['target_r2']}, by the "
                  f"protocol of the scaling law (bracketed to a factor {s['refine']:.3f}, "
                  "confirmed at the next width, both bracketing widths refitted with twice "
-                 f"the steps; widths up to min({s['width_stop']}, 4 T d), the FCN's up to "
-                 f"4 T d, the paper's model's pe_dim up to {config.scaling_pe_stop}), with "
+                 f"the steps; widths up to min({s['width_stop']}, 4 T d), "
+                 f"min({config.query_width_stop}, 4 T d) in the query layout, the FCN's up "
+                 f"to 4 T d, the paper's model's pe_dim up to {config.scaling_pe_stop}), with "
                  f"its held-out R^2, beside T d, the width from which the FCN bound allows "
                  f"R^2 {s['target_r2']}, and d + pe_dim_best (the paper's model's best case, "
                  f"no training). The lengths below train at Adam lr {training.lr}, one "

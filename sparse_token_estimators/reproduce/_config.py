@@ -142,16 +142,20 @@ class ReproductionConfig:
         The architectures searched there, by key: "paper", "encoder_<encoding>",
         "gru", "lstm", "rnn", "fcn". The FCN's widths go up to 4 T d, the
         paper's model's pe_dim to ``scaling_pe_stop``, the others' to
-        ``architecture_width_stop``. Whatever is searched, the encoder
+        ``query_width_stop``. Whatever is searched, the encoder
         without positional encoding is fitted at ``architecture_width`` at
         each T (it cannot select: a sanity check) and every model of the
         query layout that takes other lengths is scored per length. The
-        presets search one encoder, with RoPE (the narrowest in the query
+        quick preset searches the recurrent nets, the FCN and one encoder,
+        with RoPE; the paper preset adds the paper's model. One encoder: RoPE (the narrowest in the query
         layout at width 32: R^2 0.997 at T = 10; learned 0.991, fixed 0.67,
         the others at the level of no PE): an encoding that does not learn
         climbs to its stop at every T (the learned encoding's search took
         519 of the 1221 CPU seconds of the query layout's searches over T =
         8 to 64, measured in the quick run).
+    query_width_stop : int
+        The widest ``d_model`` / ``hidden_size`` searched in the query layout
+        (at most 4 T d): the recurrent nets, which start there, cost most.
     lr_grids : tuple of (str, tuple of float)
         The learning-rate grid of every critical-width search, per model
         family ("transformer", "fcn", "encoder", "rnn"): a width's score is
@@ -219,7 +223,8 @@ class ReproductionConfig:
     architecture_lens: tuple = None
     architecture_width_stop: int = 64
     query_lens: tuple = (8, 16, 32, 64)
-    query_searched: tuple = ("paper", "encoder_rope", "gru", "lstm", "fcn")
+    query_searched: tuple = ("encoder_rope", "gru", "lstm", "fcn")
+    query_width_stop: int = 32
     lr_grids: tuple = (("transformer", (0.003, 0.01, 0.03)), ("fcn", (0.003, 0.01, 0.03)),
                        ("encoder", (0.003, 0.01, 0.03)), ("rnn", (0.003, 0.01, 0.03)))
     experiments: tuple = None
@@ -384,6 +389,7 @@ PAPER = ReproductionConfig(
     tightness_lens=(8, 16, 32), tightness_check_len=16,
     architecture_lens=(8, 16, 32, 64, 128),
     query_lens=(8, 16, 32, 64, 128),
+    query_searched=("paper", "encoder_rope", "gru", "lstm", "fcn"), query_width_stop=64,
     population_pe_dims=(8, 16, 32, 64, 128),
     sample_factors=(0.25, 0.5, 1.0), sample_sizes=(2, 8, 32, 128),
     sample_fcn_sizes=(512, 2048, 8192, 32768, 131072, 524288), sample_fcn_factor=4.0,
