@@ -1,7 +1,7 @@
 """critical_width: the search logic on fake estimators, one real small run."""
 
-import re
 import math
+import re
 
 import numpy as np
 import pytest

@@ -424,6 +424,9 @@ def _width_lines(ax, s, rows):
         found = [r for r in mine if r["star"]]
         ax.plot([r["seq_len"] for r in found], [_width(r) for r in found],
                 marker=MARKERS[_base(model)], color=COLORS[_base(model)], label=_what(model))
+        unsettled = [r for r in found if r["status"] != "found"]
+        ax.scatter([r["seq_len"] for r in unsettled], [_width(r) for r in unsettled], s=90,
+                   marker="o", facecolors="none", edgecolors=COLORS[_base(model)], zorder=3)
         for r in (r for r in missed if r["model"] == model):
             point = (r["seq_len"], r.get("width_offset", 0) + max(r["evaluated"]))
             k, i = len(sharing[point]), sharing[point].index(model)
@@ -432,6 +435,9 @@ def _width_lines(ax, s, rows):
     if missed:
         ax.scatter([], [], marker="^", s=50, color="gray",
                    label="not reached up to this width (colour: the model)")
+    if any(r["star"] and r["status"] != "found" for r in rows):
+        ax.scatter([], [], marker="o", s=90, facecolors="none", edgecolors="gray",
+                   label="circled: unresolved (the steps check moves the bracket)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xticks(lens, [str(T) for T in lens])

@@ -147,12 +147,9 @@ class ReproductionConfig:
         each T (it cannot select: a sanity check) and every model of the
         query layout that takes other lengths is scored per length. The
         quick preset searches the recurrent nets, the FCN and one encoder,
-        with RoPE; the paper preset adds the paper's model. One encoder: RoPE (the narrowest in the query
-        layout at width 32: R^2 0.997 at T = 10; learned 0.991, fixed 0.67,
-        the others at the level of no PE): an encoding that does not learn
-        climbs to its stop at every T (the learned encoding's search took
-        519 of the 1221 CPU seconds of the query layout's searches over T =
-        8 to 64, measured in the quick run).
+        with RoPE; the paper preset adds the paper's model. One encoder:
+        an encoding that does not learn climbs to its stop at every T
+        (docs/reproduction.rst, "More architectures", has the costs).
     query_width_stop : int
         The widest ``d_model`` / ``hidden_size`` searched in the query layout
         (at most 4 T d): the recurrent nets, which start there, cost most.
@@ -389,7 +386,7 @@ PAPER = ReproductionConfig(
     tightness_lens=(8, 16, 32), tightness_check_len=16,
     architecture_lens=(8, 16, 32, 64, 128),
     query_lens=(8, 16, 32, 64, 128),
-    query_searched=("paper", "encoder_rope", "gru", "lstm", "fcn"), query_width_stop=64,
+    query_searched=("paper", "encoder_rope", "gru", "lstm", "fcn"),
     population_pe_dims=(8, 16, 32, 64, 128),
     sample_factors=(0.25, 0.5, 1.0), sample_sizes=(2, 8, 32, 128),
     sample_fcn_sizes=(512, 2048, 8192, 32768, 131072, 524288), sample_fcn_factor=4.0,
@@ -417,7 +414,8 @@ SMOKE = ReproductionConfig(
     tightness_training=_TINY, tightness_samples=64, tightness_check_len=4,
     population_pe_dims=(2, 4), architecture_training=_TINY, architecture_n_train=32,
     architecture_width=4, query_lens=(3, 4, 6),
-    query_searched=("paper", "encoder_rope", "gru", "fcn"), randomized_ensemble=True, sample_factors=(0.75, 1.0),
+    query_searched=("paper", "encoder_rope", "gru", "fcn"), randomized_ensemble=True,
+    sample_factors=(0.75, 1.0),
     sample_sizes=(2, 8), sample_fcn_sizes=(8, 32), sample_pe_dim=4, sample_fcn_factor=1.0,
     sample_budget=32, n_jobs=1, device="cpu",
     lr_grids=(("transformer", (0.01, 0.03)), ("fcn", (0.01, 0.03)), ("encoder", (0.01, 0.03)),
