@@ -563,8 +563,9 @@ def test_a_recurrent_net_beyond_its_stop_counts_as_the_stop_for_the_ordering(pro
     c = judge(protocol, "query-layout separation")
     assert c["verdict"] == "inconclusive"
     assert c["inconclusive_reasons"] == [
-        "the GRU's width is found at 0 T (none); a slope needs 3: wider stops "
-        "(architecture_width_stop) or more steps would decide"]
+        "the GRU's width is found at 0 T (none); a slope needs 3: more steps "
+        "(architecture_n_train, architecture_training's epochs) or, beyond the stop, a wider "
+        "query_width_stop would decide"]
     assert "GRU > 512" in c["evidence"]
 
 
@@ -602,8 +603,9 @@ def test_an_unresolved_encoder_that_passes_with_twice_the_steps_bounds_the_order
     c = judge(protocol, "query-layout separation")
     assert c["verdict"] == "inconclusive"
     assert c["inconclusive_reasons"] == [
-        "the best positional encoder's width is found at 1 T (8); a slope needs 3: wider "
-        "stops (architecture_width_stop) or more steps would decide"]
+        "the best positional encoder's width is found at 1 T (8); a slope needs 3: more "
+        "steps (architecture_n_train, architecture_training's epochs) or, beyond the stop, a "
+        "wider query_width_stop would decide"]
     assert "RoPE <= 12 (unresolved: reason at 16)" in c["evidence"]
     # a bound not below the GRU's measured width decides nothing
     for row in protocol["architectures"]["critical"]:

@@ -337,15 +337,24 @@ COLORS = {"encoder_none": "tab:blue", "gru": "tab:green", "lstm": "tab:orange",
 NOT_REACHED_SPREAD = 0.12
 
 
+#: the layouts, in the order of the panels
+LAYOUTS = ("indicator", "query")
+
+
+def _panels(layouts, size):
+    """A figure with one panel of ``size`` (inches) per layout: ``(fig, [(ax, layout)])``."""
+    fig, axes = pyplot().subplots(1, max(1, len(layouts)), layout="constrained",
+                                  figsize=(size[0] * max(1, len(layouts)), size[1]),
+                                  squeeze=False)
+    return fig, list(zip(axes[0], layouts))
+
+
 def plot_architectures(results):
     """Smallest width against T, one panel per layout, beside T d, the FCN bound's width
     and the paper's model's best case."""
-    plt = pyplot()
     config, s = config_of(results), results["architectures"]
-    layouts = [lay for lay in ("indicator", "query") if _lens(s, lay)]
-    fig, axes = plt.subplots(1, max(1, len(layouts)), figsize=(6.5 * max(1, len(layouts)), 6),
-                             layout="constrained", squeeze=False)
-    for ax, lay in zip(axes[0], layouts):
+    fig, panels = _panels([lay for lay in LAYOUTS if _lens(s, lay)], (6.5, 6))
+    for ax, lay in panels:
         rows = [r for r in s["critical"] if r.get("layout", "indicator") == lay]
         (_width_bars if len(_lens(s, lay)) == 1 else _width_lines)(ax, s, rows)
         ax.set_title(f"{lay.capitalize()} layout: smallest width with validation R^2 >= "
@@ -358,12 +367,9 @@ def plot_architectures(results):
 
 def plot_lengths(results):
     """Held-out R^2 per test length at ``architecture_width``, one panel per layout."""
-    plt = pyplot()
     config, s = config_of(results), results["architectures"]
-    layouts = [lay for lay in ("indicator", "query") if _present(s, lay)]
-    fig, axes = plt.subplots(1, max(1, len(layouts)), figsize=(7 * max(1, len(layouts)), 5.6),
-                             layout="constrained", squeeze=False)
-    for ax, lay in zip(axes[0], layouts):
+    fig, panels = _panels([lay for lay in LAYOUTS if _present(s, lay)], (7, 5.6))
+    for ax, lay in panels:
         for model in _present(s, lay):
             rows = select(s["lengths_summary"], "length", model=model)
             ax.errorbar([r["length"] for r in rows], [r["r2_mean"] for r in rows],

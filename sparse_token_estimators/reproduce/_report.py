@@ -39,7 +39,7 @@ def save_figures(results, out_dir, *, dpi=DPI):
     >>> with tempfile.TemporaryDirectory() as out:
     ...     names = [p.name for p in save_figures(run(SMOKE, progress=False), out)]
     >>> len(names), names[0], names[-1]
-    (10, 'width_separation.png', 'architectures.png')
+    (11, 'width_separation.png', 'architectures_lengths.png')
     """
     plt = pyplot()
     out = Path(out_dir)

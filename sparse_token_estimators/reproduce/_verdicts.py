@@ -592,8 +592,9 @@ def _query_separation(results, t, r):
         if len(Ts) < t["query_slope_lens"]:
             conditions.append(("unresolved", f"the {key}'s width is found at {len(Ts)} T "
                                f"({', '.join(map(str, Ts)) or 'none'}); a slope needs "
-                               f"{t['query_slope_lens']}: wider stops "
-                               "(architecture_width_stop) or more steps would decide"))
+                               f"{t['query_slope_lens']}: more steps (architecture_n_train, "
+                               "architecture_training's epochs) or, beyond the stop, a wider "
+                               "query_width_stop would decide"))
             slopes[key] = None
             continue
         slopes[key] = loglog_slope(Ts, widths)
