@@ -338,6 +338,14 @@ def test_config_refuses_a_query_search_it_cannot_make(searched, fragment):
         replace(SMOKE, query_searched=searched)
 
 
+def test_the_configuration_knows_the_catalogues_query_models():
+    # the configuration checks query_searched without importing torch: its list of
+    # names is the catalogue's
+    from sparse_token_estimators.reproduce import _config, _models
+
+    assert _config.QUERY_MODELS == _models.QUERY_MODELS
+
+
 def test_a_query_layout_fit_builds_its_estimator_and_data_in_that_layout():
     from sparse_token_estimators.reproduce._data import task
 

@@ -13,7 +13,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ._models import QUERY_MODELS
+#: the architectures the query layout can search: the keys of ``_models.QUERY_MODELS``
+#: (the catalogue's ``query_<key>``), listed here free of torch so that the command line
+#: checks its arguments before torch is imported (a test keeps both the same)
+QUERY_MODELS = ("paper", "encoder_stochastic", "encoder_fixed", "encoder_sinusoidal",
+                "encoder_learned", "encoder_randomized", "encoder_rope", "encoder_none",
+                "gru", "lstm", "rnn", "fcn")
 
 
 @dataclass(frozen=True)
