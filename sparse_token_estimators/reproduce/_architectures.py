@@ -23,7 +23,7 @@ import math
 from functools import partial
 
 from ..architectures import CELLS, ENCODER_ENCODINGS
-from ..theory import fcn_critical_width, pe_dim_best
+from ..theory import fcn_critical_width
 from ._bracket import (
     TARGET_R2,
     bracket_text,
@@ -38,6 +38,7 @@ from ._bracket import (
 )
 from ._experiment import (
     Experiment,
+    best_case,
     config_of,
     find,
     fmt,
@@ -153,7 +154,7 @@ class Architectures(Experiment):
         T0, seeds, d, q = config.seq_len, config.seeds(), config.token_dim, config.n_selected
         queried = {T for T, by_model in (found or {}).items()
                    if any(layout(m) == "query" for m in by_model)}
-        best = {T: pe_dim_best(T, q, TARGET_R2) for T in sorted(queried)}
+        best = {T: best_case(T, q, TARGET_R2) for T in sorted(queried)}
         section = critical_section(config, found, records, partial(_search_fit, config),
                                    "width", partial(_extra, config, best))
         for p in section["points"]:

@@ -1,11 +1,12 @@
 """What every experiment is (:class:`Experiment`), and the tools experiments share."""
 
 import math
+from functools import lru_cache
 from statistics import mean, stdev
 
 import numpy as np
 
-from ..theory import fcn_lower_bound, transformer_pe_scale, zero_predictor_loss
+from ..theory import fcn_lower_bound, pe_dim_best, transformer_pe_scale, zero_predictor_loss
 from ._config import ReproductionConfig
 
 
@@ -173,3 +174,10 @@ def judged_widths(config, pe_range=(1.0, 4.0)):
     d = config.token_dim
     return [d + p for p in sorted(config.pe_dims)
             if low * scale <= p <= high * scale and d + p < config.seq_len * d]
+
+
+@lru_cache(maxsize=None)
+def best_case(seq_len, n_selected, target):
+    """:func:`~sparse_token_estimators.theory.pe_dim_best` (seconds at large T), computed
+    once per run for the experiments that draw it (the scaling law, the architectures)."""
+    return pe_dim_best(seq_len, n_selected, target)

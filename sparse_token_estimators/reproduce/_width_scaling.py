@@ -19,7 +19,7 @@ from functools import partial
 
 import numpy as np
 
-from ..theory import pe_dim_best, transformer_pe_scale
+from ..theory import transformer_pe_scale
 from ._bracket import (
     TARGET_R2,
     bracket_text,
@@ -31,7 +31,7 @@ from ._bracket import (
     star_text,
     steps_text,
 )
-from ._experiment import Experiment, config_of, fmt, loglog_slope, markdown_table
+from ._experiment import Experiment, best_case, config_of, fmt, loglog_slope, markdown_table
 from ._figures import STYLES, legend_beside, legend_or_note, pyplot
 from ._models import model_name
 
@@ -89,7 +89,7 @@ class WidthScaling(Experiment):
 
     def collect(self, config, records, found=None):
         q = config.n_selected
-        best = {T: pe_dim_best(T, q, TARGET_R2) for T in found}
+        best = {T: best_case(T, q, TARGET_R2) for T in found}
         s = critical_section(
             config, found, records, partial(_fit, config), "pe_dim", lambda key, T: {
                 "width_star": None if found[T][key]["width"] is None
