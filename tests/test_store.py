@@ -189,10 +189,7 @@ RECORD_CASES = {
     "{}": (_write(b"{}"), "is not a record of a finished fit (it holds no 'format', no 'fit', "
                           "no 'seed', no 'config', no 'record', no 'digest'"),
     "a list": (_write(b"[1, 2]"), "is not a record of a finished fit (it holds a JSON list"),
-    "the format before": (_old_format, "(it holds no 'format', no 'config', no 'digest'; a "
-                                       "record written before records named their "
-                                       "configuration and the digest of their numbers has "
-                                       "none)"),
+    "the format before": (_old_format, "(it holds no 'format', no 'config', no 'digest')"),
     "another configuration's": (_from_another_configuration,
                                 "cannot be trusted: it was made with another configuration "
                                 "than this run's"),
@@ -388,7 +385,6 @@ def test_the_temporary_files_of_killed_writes_are_removed_at_the_next_start(
     left = sorted(p.name for p in [*out.iterdir(), *(out / "records").iterdir()]
                   if _files.is_temporary(p.name))
     assert len(left) == 2 and (out / "results.json").read_text() == "{}"
-    (out / ".tmp-summary.md.k2j4h1").write_text("half")  # the writer's names before this one
     (out / ".evil.0badf00d.tmp").symlink_to(victim)  # a link with a temporary file's name
     (out / ".folder.12345678.tmp").mkdir()  # not a file: not the writer's
     assert _records.foreign_files(out) == []  # never counted as another's files

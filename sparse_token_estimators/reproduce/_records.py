@@ -41,9 +41,6 @@ MISSING_REASONS = {
 #: the version of a record file's layout (``RecordStore``)
 RECORD_FORMAT = 2
 
-#: temporary files of the writer before the package had one (``.tmp-<name>.<random>``)
-_OLD_TMP_PREFIX = ".tmp-"
-
 
 class StoreError(ValueError):
     """A file of a run's directory cannot be trusted or read; the message names it and the fix."""
@@ -62,24 +59,8 @@ class OutNotWritable(OSError):
 
 
 def write_atomic(path, text, what=None):
-    """Write ``text`` (str, as UTF-8, or bytes) to ``path``: the old content or the new, never part.
-
-    A temporary file beside ``path``, fsynced and renamed over it, with the
-    umask's mode (``_files.write_files``).
-
-    Raises
-    ------
-    OutNotWritable
-        Naming the file, the cause and that the file there is unchanged.
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> with tempfile.TemporaryDirectory() as out:
-    ...     path = write_atomic(os.path.join(out, "a.txt"), "text")
-    ...     path.read_text(), os.listdir(out)
-    ('text', ['a.txt'])
-    """
+    """Write ``text`` (str, as UTF-8, or bytes) to ``path`` with ``_files.write_files``;
+    ``OutNotWritable`` (naming the file and the cause) if it fails. Returns ``path``."""
     from .._files import write_files  # imports torch: not before the command line's checks
 
     path = Path(path)
@@ -94,52 +75,28 @@ def write_atomic(path, text, what=None):
     return path
 
 
-def remove_stale_temporaries(out_dir):
-    """Remove the temporary files that killed writes left in ``out_dir`` and its records.
-
-    Symbolic links are removed themselves, never followed. Call it only
-    while no other run writes there (``RunLock`` does). Returns the names.
-    """
+def _remove_stale_temporaries(out):
+    """Remove the temporary files of killed writes in ``out`` and its records (a link by
+    that name itself, never what it leads to); only under the ``RunLock``."""
     from .._files import is_temporary
 
-    out, removed = Path(out_dir), []
     for folder in (out, out / RECORDS):
         if folder.is_symlink() or not folder.is_dir():
             continue
         for entry in os.scandir(folder):
-            if ((is_temporary(entry.name) or entry.name.startswith(_OLD_TMP_PREFIX))
-                    and not entry.is_dir(follow_symlinks=False)):
+            if is_temporary(entry.name) and not entry.is_dir(follow_symlinks=False):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(entry.path)
-                    removed.append(os.path.relpath(entry.path, out))
-    return sorted(removed)
 
 
 class RunLock:
     """One run at a time in ``out_dir``: an exclusive ``fcntl.flock`` on ``out_dir/.lock``.
 
-    The lock file names the holder (PID and ``command``). The kernel drops
-    the lock when its process ends, so a stale lock file never blocks a later
-    run. Taking it removes the temporary files of killed writes. Without
-    ``fcntl`` (Windows) no lock is taken.
-
-    Raises
-    ------
-    OutLocked
-        Naming the process that holds the folder.
-    StoreError
-        If the lock file is a symbolic link or cannot be opened.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> with tempfile.TemporaryDirectory() as out:
-    ...     with RunLock(out, "a run"):
-    ...         try:
-    ...             RunLock(out).acquire()
-    ...         except OutLocked as exc:
-    ...             print(str(exc).split("): ")[1])
-    one run at a time per folder; wait for it to end or choose another --out
+    The lock file names the holder (PID and ``command``); the kernel drops
+    the lock with its process, so a stale lock file never blocks a later run.
+    Taking it removes the temporary files of killed writes. Without ``fcntl``
+    (Windows) no lock is taken. ``OutLocked`` names the holder; a lock file
+    that is a symbolic link or cannot be opened is a ``StoreError``.
     """
 
     def __init__(self, out_dir, command=None):
@@ -184,7 +141,7 @@ class RunLock:
             self.release()
             raise StoreError(f"cannot write the lock file {self.path}: "
                              f"{exc.strerror or exc}") from None
-        remove_stale_temporaries(self.out)
+        _remove_stale_temporaries(self.out)
         return self
 
     def release(self):
@@ -200,11 +157,9 @@ class RunLock:
         self.release()
 
 
-def strict_json(value, key=None):
-    """``value`` with every NaN or infinity replaced by None (strict JSON), the reason beside.
-
-    In a dict, a missing number ``k`` gets ``k_missing`` (``MISSING_REASONS``
-    or what it was); in a list, the entry is None.
+def strict_json(value):
+    """``value`` with every NaN or infinity replaced by None (strict JSON); in a dict,
+    the missing number ``k`` gets ``k_missing``: why (``MISSING_REASONS``, or what it was).
 
     Examples
     --------
@@ -216,21 +171,15 @@ def strict_json(value, key=None):
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            out[k] = strict_json(v, k)
-            if _non_finite(v) and f"{k}_missing" not in value:
+            out[k] = strict_json(v)
+            if out[k] is None and v is not None and f"{k}_missing" not in value:
                 out[f"{k}_missing"] = MISSING_REASONS.get(k, _what(v))
         return out
     if isinstance(value, (list, tuple)):
         return [strict_json(v) for v in value]
-    if _non_finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
-
-
-def _non_finite(value):
-    if isinstance(value, np.generic):
-        value = value.item()
-    return isinstance(value, float) and not math.isfinite(value)
 
 
 def _what(value):
@@ -321,39 +270,15 @@ def _read_json(path, what, fix=_FIX):
 
 
 class RecordStore:
-    """The finished fits of a run, one JSON file each under ``<out_dir>/records``.
+    """The finished fits of the run in ``out_dir``, one JSON file each under ``records/``.
 
     A record file holds the fit, the seed, a digest of the configuration, the
     record and a digest of the record; its name is a digest of the first
     three. A file that is not what its name says (copied over another's),
-    edited, cut short or not a record is refused, never used; opening the
-    store checks every file there.
-
-    Parameters
-    ----------
-    out_dir : str or Path
-        The run's output directory.
-    config : ReproductionConfig
-        A directory whose records were made with another one (other than in
-        ``EXECUTION_FIELDS``) is refused.
-
-    Raises
-    ------
-    ConfigMismatch
-        Naming each field that differs (saved and asked), and the fix.
-    StoreError
-        A damaged or foreign record or ``records/config.json``, named.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from sparse_token_estimators.reproduce import SMOKE
-    >>> from sparse_token_estimators.reproduce._fits import Fit
-    >>> with tempfile.TemporaryDirectory() as out:
-    ...     store = RecordStore(out, SMOKE)
-    ...     store.put(SMOKE, Fit("fcn", 8, 4), 0, {"test_r2": float("nan")})
-    ...     RecordStore(out, SMOKE).get(SMOKE, Fit("fcn", 8, 4), 0)
-    {'test_r2': nan}
+    edited, cut short or not a record is refused (``StoreError``), never
+    used; opening the store checks every file there, and refuses records made
+    with another ``config`` than this one (other than in ``EXECUTION_FIELDS``:
+    ``ConfigMismatch``, naming each field that differs).
     """
 
     def __init__(self, out_dir, config):
@@ -388,10 +313,10 @@ class RecordStore:
             if path.name != CONFIG_FILE:
                 self._read(path)
 
-    def _name(self, fit, seed, identity_digest=None):
+    def _name(self, fit, seed, identity_digest):
         """The file name of the record of ``fit`` (a Fit, or its dict) for ``seed``."""
         fields = fit if isinstance(fit, dict) else asdict(fit)
-        key = _digest([fields, seed, identity_digest or _digest(self.identity)])[:20]
+        key = _digest([fields, seed, identity_digest])[:20]
         label = "-".join(re.sub(r"[^A-Za-z0-9_.]+", "_", str(v))
                          for k, v in fields.items()
                          if v is not None and (k, v) != ("lr", 0.0))[:80]
@@ -405,13 +330,8 @@ class RecordStore:
         content = _read_json(path, "a record of a finished fit")
         keys = ("format", "fit", "seed", "config", "record", "digest")
         if not isinstance(content, dict) or any(k not in content for k in keys):
-            if not isinstance(content, dict):
-                found = f"a JSON {type(content).__name__}"
-            else:
-                found = "no " + ", no ".join(repr(k) for k in keys if k not in content)
-                if "record" in content:
-                    found += ("; a record written before records named their configuration "
-                              "and the digest of their numbers has none")
+            found = (f"a JSON {type(content).__name__}" if not isinstance(content, dict) else
+                     "no " + ", no ".join(repr(k) for k in keys if k not in content))
             raise StoreError(f"{path} is not a record of a finished fit (it holds {found}). "
                              f"To go on, {_FIX}.")
 
@@ -469,10 +389,9 @@ class RecordStore:
 
 
 def _about(fields, seed):
-    """``fit (model='fcn', width=8, ...), seed 0`` for messages."""
+    """``the fit (model='fcn', width=8, ...), seed 0`` for messages."""
     # a rate left to the model's training (lr=0) is not shown
-    shown = ", ".join(f"{k}={v!r}" for k, v in fields.items() if (k, v) != ("lr", 0.0)) \
-        if isinstance(fields, dict) else repr(fields)
+    shown = ", ".join(f"{k}={v!r}" for k, v in fields.items() if (k, v) != ("lr", 0.0))
     return f"the fit ({shown}), seed {seed!r}"
 
 
@@ -498,10 +417,8 @@ def _inside(out, name, source):
         bad = "it is not a plain file name inside the folder"
     elif name in (RECORDS, LOCK_FILE, MANIFEST):
         bad = "it is the run's own bookkeeping, not an output"
-    else:
-        path = out / name
-        if path.resolve().parent != out.resolve():
-            bad = "it is a symbolic link leading out of the folder"
+    elif (out / name).resolve().parent != out.resolve():
+        bad = "it is a symbolic link leading out of the folder"
     if bad:
         raise StoreError(f"{source} lists {name!r}, which a run never writes ({bad}). "
                          f"Nothing was removed; to go on, {_MANIFEST_FIX}.")
@@ -533,15 +450,18 @@ def foreign_files(out_dir):
     if not out.is_dir():
         return []
     ours = set(read_manifest(out)) | {MANIFEST, RECORDS, LOCK_FILE}
-    return sorted(p.name for p in out.iterdir()
-                  if p.name not in ours and not is_temporary(p.name)
-                  and not p.name.startswith(_OLD_TMP_PREFIX))
+    return sorted(p.name for p in out.iterdir() if p.name not in ours and not is_temporary(p.name))
 
 
 def _remove(path):
     """Remove the file ``path`` (checked inside the folder); a directory or none is left."""
     with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
         path.unlink()
+
+
+def _write_manifest(out, **content):
+    write_atomic(out / MANIFEST, json.dumps(content, indent=1, allow_nan=False),
+                 "the list of the files of the run")
 
 
 def begin_outputs(out_dir, names):
@@ -551,9 +471,7 @@ def begin_outputs(out_dir, names):
     earlier = read_manifest(out)  # every name checked before anything is removed
     for name in names:
         _inside(out, name, "the outputs of this run")
-    write_atomic(out / MANIFEST, json.dumps(
-        {"complete": False, "files": sorted(set(earlier) | set(names))}, indent=1),
-        "the list of the files of the run")
+    _write_manifest(out, complete=False, files=sorted(set(earlier) | set(names)))
     for name in sorted(set(earlier) - set(names)):
         _remove(out / name)
 
@@ -562,10 +480,8 @@ def finish_outputs(out_dir, names, **about):
     """Write the manifest last: the files the run wrote, and ``about`` the run."""
     out = Path(out_dir)
     files = sorted(names)
-    write_atomic(out / MANIFEST, json.dumps(
-        {"complete": True, **about, "files": files,
-         "bytes": {name: (out / name).stat().st_size for name in files}},
-        indent=1, allow_nan=False), "the list of the files of the run")
+    _write_manifest(out, complete=True, **about, files=files,
+                    bytes={name: (out / name).stat().st_size for name in files})
 
 
 def discard_run(out_dir):
