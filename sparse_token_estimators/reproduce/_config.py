@@ -93,27 +93,21 @@ class ReproductionConfig:
     fcn_span : (float, float)
         FCN widths: the powers of two between these multiples of T d (and at
         T = ``seq_len`` the transformer widths below T d).
-    length_factors : tuple of int
+    length_factors, n_lengths : tuple of int, int
         Named test lengths, multiples of ``seq_len``, including 1 and 4; the
         largest ends the dense length grid of ``n_lengths`` points from q.
-    n_lengths : int
-        Points of the dense length grid.
     scaling_lens, scaling_training, scaling_n_train : tuple, Training, int
         The T of the transformer's scaling law (verdict 4; those not above
         q dropped), its training and fresh sequences per epoch.
     scaling_pe_start, scaling_pe_floor, scaling_pe_stop : int
         The search's first ``pe_dim`` at the smallest T (later T start from
         the ``pe_dim*`` before), and the smallest and largest it may fit.
-    scaling_check_len : int or None
+    tightness_lens, tightness_training, tightness_samples : tuple, Training, int
+        The T of the FCN's tightness on the population (verdict 5), its
+        training and fresh sequences per epoch at T = 8 (in proportion to T).
+    scaling_check_len, tightness_check_len : int or None
         The T where the two widths around the crossing are refitted with
         twice the sequences (and steps); None: no check (inconclusive).
-    tightness_lens, tightness_training : tuple, Training
-        The T of the FCN's tightness on the population (verdict 5), its
-        training.
-    tightness_samples : int
-        Fresh sequences per epoch at T = 8 (in proportion to T elsewhere).
-    tightness_check_len : int or None
-        As ``scaling_check_len``, for the FCN.
     trace_steps_per_doubling : int
         Points of the alignment record per doubling of the steps.
     population_pe_dims : tuple of int
@@ -121,49 +115,39 @@ class ReproductionConfig:
     randomized_ensemble : bool
         Also fit the randomized encoding's ensemble in the encodings
         experiment (off in the presets: it costs as much as the others).
-    sample_factors : tuple of float
-        The T of the sample-complexity curves, as multiples of ``seq_len``.
-    sample_sizes, sample_fcn_sizes : tuple of int
-        Training-set sizes of the transformers' and the FCN's learning curves.
-    sample_pe_dim : int
-        ``pe_dim`` of both transformers in the learning curves.
-    sample_fcn_factor : float
-        The FCN's width there: the smallest power of two >= this times T d.
-    sample_budget : int
+    sample_factors, sample_sizes, sample_fcn_sizes : tuple
+        The T of the sample-complexity curves (multiples of ``seq_len``), the
+        training-set sizes of the transformers' and of the FCN's curves.
+    sample_pe_dim, sample_fcn_factor : int, float
+        In the learning curves, both transformers' ``pe_dim``; the FCN's
+        width is the smallest power of two >= ``sample_fcn_factor`` T d.
+    sample_budget, sample_target_r2 : int, float
         Every learning-curve fit takes the steps its model's training takes
-        on this many sequences.
-    sample_target_r2 : float
-        The held-out R^2 whose smallest training-set size is reported.
+        on ``sample_budget`` sequences; the held-out R^2 whose smallest
+        training-set size is reported.
     architecture_training, architecture_n_train, architecture_width : Training, int, int
         How the architectures beyond the paper train (on the population,
         fresh sequences per epoch) and their width scored per length.
     architecture_lens : tuple of int or None
         The T of their width searches; None: ``seq_len`` alone.
-    architecture_width_stop : int
-        The widest ``d_model`` / ``hidden_size`` searched (at most 4 T d).
-    query_lens : tuple of int
-        The T of the width searches in the query layout (verdict 7).
-    query_searched : tuple of str
-        The architectures searched there, by key: "paper", "encoder_<encoding>",
-        "gru", "lstm", "rnn", "fcn". The FCN's widths go up to 4 T d, the
-        paper's model's pe_dim to ``scaling_pe_stop``, the others' to
-        ``query_width_stop``. Whatever is searched, the encoder
-        without positional encoding is fitted at ``architecture_width`` at
-        each T (it cannot select: a sanity check) and every model of the
-        query layout that takes other lengths is scored per length. The
-        quick preset searches the recurrent nets, the FCN and one encoder,
-        with RoPE; the paper preset adds the paper's model. One encoder:
-        an encoding that does not learn climbs to its stop at every T
-        (docs/reproduction.rst, "More architectures", has the costs).
-    query_width_stop : int
-        The widest ``d_model`` / ``hidden_size`` searched in the query layout
-        (at most 4 T d): the recurrent nets, which start there, cost most.
+    query_lens, query_searched : tuple of int, tuple of str
+        The T of the width searches in the query layout (verdict 7) and the
+        architectures searched there, by key ("paper", "encoder_<encoding>",
+        "gru", "lstm", "rnn", "fcn"; docs/reproduction.rst says why the
+        presets search one encoder). The encoder without positional encoding
+        is fitted at ``architecture_width`` at each T (a sanity check: it
+        cannot select); every model there that takes other lengths is scored
+        per length.
+    architecture_width_stop, query_width_stop : int
+        The widest ``d_model`` / ``hidden_size`` searched in each layout (at
+        most 4 T d); in the query layout the FCN's widths go up to 4 T d and
+        the paper's model's ``pe_dim`` to ``scaling_pe_stop``.
     lr_grids : tuple of (str, tuple of float)
-        The learning-rate grid of every critical-width search, per model
-        family ("transformer", "fcn", "encoder", "rnn"): a width's score is
-        the best mean validation R^2 over its family's rates (the protocol
-        of the second set of verdicts; Adam at a constant rate), the same at
-        every width and T. The verdicts need at least 3 rates spanning 10x.
+        The learning rates of every critical-width search, per model family
+        ("transformer", "fcn", "encoder", "rnn"), the same at every width
+        and T: a width's score is the best mean validation R^2 over its
+        family's rates (Adam at a constant rate); the verdicts need at least
+        3 rates spanning 10x.
     experiments : tuple of str or None
         The experiments to run, by name; None: all.
     device : str
@@ -385,7 +369,7 @@ QUICK = ReproductionConfig()
 #: T = 8 to 128 in both layouts, the learning curves over T = 5, 10, 20
 PAPER = ReproductionConfig(
     seq_len=20, n_samples=50_000, n_test=10_000,
-    pe_dims=(4, 8, 16, 32, 64, 128, 256, 512), ensemble_pe_dims=(16, 64, 256),
+    pe_dims=(4, 8, 16, 32, 64, 128, 256, 512),
     scaling_lens=(8, 16, 32, 64, 128, 256), scaling_n_train=4096, scaling_check_len=64,
     scaling_training=Training(lr=0.02, max_epochs=5, batch_size=32, lr_ref_width=32),
     tightness_lens=(8, 16, 32), tightness_check_len=16,

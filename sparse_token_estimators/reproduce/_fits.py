@@ -139,15 +139,13 @@ def fit_job(config, fit, seed, pool=0):
         record.update(train_r2=float(r2_score(y, model.predict(X))),
                       test_r2=float(r2_score(y_test, model.predict(X_test))))
         # a learning curve's fit records its wall time alone (fit_cpu_s NaN, explained)
-        record.update(fit_s=fit_s, score_s=time.perf_counter() - start - fit_s,
-                      fit_cpu_s=math.nan)
-        return fit, seed, record
-    record.update(evaluate(fit, config, seed, model,
-                           *task(config, fit.seq_len, config.n_test, "validation", seed,
-                                 layout)))
-    by_length, trace = r2_by_length(fit, config, seed, model), alignment_trace(fit, config, model)
-    record.update(fit_s=fit_s, score_s=time.perf_counter() - start - fit_s,
-                  r2_by_length=by_length, trace=trace)
+        scored = {"fit_cpu_s": math.nan}
+    else:
+        record.update(evaluate(fit, config, seed, model, *task(
+            config, fit.seq_len, config.n_test, "validation", seed, layout)))
+        scored = {"r2_by_length": r2_by_length(fit, config, seed, model),
+                  "trace": alignment_trace(fit, config, model)}
+    record.update(fit_s=fit_s, score_s=time.perf_counter() - start - fit_s, **scored)
     return fit, seed, record
 
 
@@ -164,24 +162,11 @@ def _pools(fits):
 
 
 def run_fits(config, fits, progress, store=None, *, label="fits"):
-    """Fit every distinct ``Fit`` for every seed; one record per fit and seed.
+    """``{(fit, seed): record}`` of every distinct ``Fit`` in ``fits`` for every seed.
 
-    Parameters
-    ----------
-    config : ReproductionConfig
-    fits : iterable of Fit
-        Duplicates are fitted once.
-    progress : Progress
-        Advanced as each fit finishes (those read back count as done).
-    store : RecordStore or None, default=None
-        Where each record is saved as its fit finishes, and read back from.
-    label : str, default="fits"
-        What the progress display calls this batch.
-
-    Returns
-    -------
-    records : dict
-        ``(fit, seed) -> record``.
+    A record in ``store`` (a ``RecordStore``) is read back, counted as done on
+    ``progress``; the others are fitted, each saved there and counted as it
+    finishes. ``label`` is what the progress display calls this batch.
 
     Examples
     --------

@@ -1,5 +1,6 @@
 """``run``: fit what every experiment needs, once, and assess the claims."""
 
+import functools
 import platform
 import time
 from dataclasses import asdict
@@ -61,18 +62,13 @@ def planned_fits(config):
 
 
 def run_searches(config, experiments, records, used_by, progress, fit=run_fits):
-    """Run the experiments' searches side by side, their rounds merged.
+    """``{experiment name: what its search returned}``, the searches run side by side.
 
     Every round, the fits every live search (``Experiment.search``) asks for
     are made in one call of ``fit(config, fits, progress)``, each once, and
     each search gets its records back; which searches share a round changes
     the schedule, not a number. ``records`` and ``used_by`` are updated in
     place.
-
-    Returns
-    -------
-    found : dict
-        ``{experiment name: what its search returned}``.
     """
     live, found = {}, {}
 
@@ -149,10 +145,7 @@ def run(config=QUICK, *, progress=True, store=None):
         progress = Progress(len(used_by) * config.n_seeds, enabled=bool(progress))
     progress.plan(sum(fit.cost(config) for fit in used_by) * config.n_seeds)
     start = time.perf_counter()
-
-    def fit(config, fits, progress, label="fits"):
-        return run_fits(config, fits, progress, store, label=label)
-
+    fit = functools.partial(run_fits, store=store)
     try:
         records = fit(config, used_by, progress, label="planned fits")
         found = run_searches(config, selected(config), records, used_by, progress, fit)
