@@ -9,7 +9,7 @@ thresholds.
 
 import dataclasses
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -174,22 +174,21 @@ class ReproductionConfig:
     ensemble_pe_dims: tuple = (16, 64, 256)
     n_pe_draws: int = 8
     length_pe_dim: int = 256
-    paper_training: Training = field(default=Training(lr=0.005, max_epochs=15, batch_size=128))
-    ensemble_training: Training = field(default=Training(lr=0.02, max_epochs=10))
-    fcn_training: Training = field(default=Training(lr=0.003, max_epochs=30))
+    paper_training: Training = Training(lr=0.005, max_epochs=15, batch_size=128)
+    ensemble_training: Training = Training(lr=0.02, max_epochs=10)
+    fcn_training: Training = Training(lr=0.003, max_epochs=30)
     fcn_span: tuple = (0.5, 4.0)
     length_factors: tuple = (1, 2, 4, 8)
     n_lengths: int = 40
     scaling_lens: tuple = (8, 16, 32, 64, 128)
-    scaling_training: Training = field(default=Training(lr=0.02, max_epochs=10, batch_size=32,
-                                                        lr_ref_width=32))
+    scaling_training: Training = Training(lr=0.02, max_epochs=10, batch_size=32, lr_ref_width=32)
     scaling_n_train: int = 2048
     scaling_pe_start: int = 4
     scaling_pe_floor: int = 2
     scaling_pe_stop: int = 1024
     scaling_check_len: int = 32
     tightness_lens: tuple = (4, 8, 16)
-    tightness_training: Training = field(default=Training(lr=0.01, max_epochs=30))
+    tightness_training: Training = Training(lr=0.01, max_epochs=30)
     tightness_samples: int = 8192
     tightness_check_len: int = 8
     trace_steps_per_doubling: int = 2
@@ -202,8 +201,7 @@ class ReproductionConfig:
     sample_fcn_factor: float = 2.0
     sample_budget: int = 8192
     sample_target_r2: float = 0.9
-    architecture_training: Training = field(default=Training(lr=0.01, max_epochs=10,
-                                                             batch_size=64))
+    architecture_training: Training = Training(lr=0.01, max_epochs=10, batch_size=64)
     architecture_n_train: int = 2048
     architecture_width: int = 32
     architecture_lens: tuple = None
@@ -334,11 +332,6 @@ class ReproductionConfig:
         """The FCN's width in the learning curves at ``seq_len``."""
         return 2 ** math.ceil(math.log2(self.sample_fcn_factor * seq_len * self.token_dim))
 
-    def transformer_widths(self):
-        """Widths d + pe_dim of every transformer fitted at T = seq_len."""
-        return sorted({self.token_dim + p
-                       for p in (*self.pe_dims, *self.ensemble_pe_dims)})
-
     def fcn_widths(self, seq_len=None):
         """FCN widths: powers of two within ``fcn_span`` times T d, and at
         T = seq_len the transformer widths below T d."""
@@ -346,8 +339,9 @@ class ReproductionConfig:
         threshold = seq_len * self.token_dim
         low, high = threshold * self.fcn_span[0], threshold * self.fcn_span[1]
         widths = {2 ** k for k in range(1, 20) if low <= 2 ** k <= high}
-        if seq_len == self.seq_len:
-            widths |= {w for w in self.transformer_widths() if w < threshold}
+        if seq_len == self.seq_len:  # the widths d + pe_dim of the transformers fitted there
+            widths |= {self.token_dim + p for p in (*self.pe_dims, *self.ensemble_pe_dims)
+                       if self.token_dim + p < threshold}
         return sorted(widths)
 
     def max_length(self):

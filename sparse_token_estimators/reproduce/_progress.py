@@ -49,13 +49,10 @@ class Progress:
         if enabled:
             try:
                 from tqdm.auto import tqdm
-            except ImportError:
-                tqdm = None
-            if tqdm is not None:
-                self._bar = tqdm(
-                    total=total, unit="fit", file=sys.stderr, dynamic_ncols=True,
-                    bar_format="{n_fmt}/{total_fmt} fits |{bar}| {desc}",
-                )
+            except ImportError:  # without tqdm: one line per fit
+                return
+            self._bar = tqdm(total=total, unit="fit", file=sys.stderr, dynamic_ncols=True,
+                             bar_format="{n_fmt}/{total_fmt} fits |{bar}| {desc}")
 
     def plan(self, cost):
         """Add ``cost`` to the estimated cost of the whole run."""

@@ -1,9 +1,8 @@
 """What makes a run resumable and its directory one run's, trusting nothing it reads back.
 
 - :class:`RecordStore`: one JSON file per finished ``(Fit, seed)`` in
-  ``<out>/records/``, naming its fit, seed, configuration digest and the
-  digest of its numbers; anything else found there is refused
-  (:class:`StoreError`, naming the file and the fix), never used.
+  ``<out>/records/``; a file it cannot trust is refused (:class:`StoreError`,
+  naming the file and the fix), never used.
 - :class:`RunLock`: one run at a time per directory (``fcntl.flock``).
 - :func:`write_atomic`: every file of a run goes through the package's one
   atomic writer (``_files.write_files``).
@@ -44,10 +43,6 @@ RECORD_FORMAT = 2
 
 class StoreError(ValueError):
     """A file of a run's directory cannot be trusted or read; the message names it and the fix."""
-
-
-class ConfigMismatch(StoreError):
-    """The records in a directory were made with another configuration."""
 
 
 class OutLocked(StoreError):
@@ -277,8 +272,8 @@ class RecordStore:
     three. A file that is not what its name says (copied over another's),
     edited, cut short or not a record is refused (``StoreError``), never
     used; opening the store checks every file there, and refuses records made
-    with another ``config`` than this one (other than in ``EXECUTION_FIELDS``:
-    ``ConfigMismatch``, naming each field that differs).
+    with another ``config`` than this one (other than in ``EXECUTION_FIELDS``),
+    naming each field that differs.
     """
 
     def __init__(self, out_dir, config):
@@ -301,7 +296,7 @@ class RecordStore:
                                  f"configuration. To go on, {fix}.")
             differences = describe_differences(identity, self.identity)
             if differences:
-                raise ConfigMismatch(
+                raise StoreError(
                     f"{self.out} holds the records of a run with another configuration "
                     f"({'; '.join(differences)}). Choose another --out, or pass --fresh to "
                     "discard those records and that run's files.")
