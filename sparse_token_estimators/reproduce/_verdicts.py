@@ -62,7 +62,10 @@ SECOND_SET_FIXED_ON = "2026-12-01 (evening)"
 #: how a run too small to resolve a threshold is told apart
 RESOLUTION = {"standard_errors": 2.0, "min_training_sequences": 100_000,
               "bootstrap_level": 0.9}
-OUTCOMES = ("supported", "not supported", "inconclusive")
+#: the note of the verdicts of the second set
+_SECOND_SET = "second set of verdicts (fixed " + SECOND_SET_FIXED_ON + ")"
+#: the statuses of a critical width the protocol could not settle
+_UNSETTLED = ("unresolved", "non-monotone")
 
 
 def compare(value, threshold, se=0.0, *, at_least, z=RESOLUTION["standard_errors"]):
@@ -211,8 +214,8 @@ def _length(results, t, r):
         row = find(section["rows"], model=model, length=factor * T, seed=seed)
         return row["r2"] if row else math.nan
 
-    grid = sorted(p for p in config.pe_dims)
-    span = grid[-1] / grid[0] if grid else 0
+    grid = sorted(config.pe_dims)
+    span = _span(grid)
     gates = [_training_gate(config, r),
              (config.length_pe_dim == t["length_pe_dim"],
               f"the verdict is fixed at pe_dim {t['length_pe_dim']}; this run's "
@@ -320,6 +323,26 @@ def _own_stars(section):
     return own
 
 
+def _span(values):
+    """How many times the last of ``values`` (sorted) is the first; 0 for none."""
+    return values[-1] / values[0] if values else 0
+
+
+def _target_gate(section, target, searches="search's"):
+    """The critical-width searches were run at the verdict's target R^2."""
+    return (section["target_r2"] == target,
+            f"the {searches} target R^2 {section['target_r2']} is not the verdict's {target}")
+
+
+def _lens_gate(what, lens, n, span=None, hint=""):
+    """``what`` is measured at at least ``n`` values ``lens`` of T (spanning ``span``x)."""
+    have = _span(lens)
+    spanning = (f" spanning {have:.0f}x", f" spanning {span}x") if span else ("", "")
+    return (len(lens) >= n and (span is None or have >= span),
+            f"{what} at {len(lens)} values of T{spanning[0]}; the verdict needs at least "
+            f"{n}{spanning[1]}{hint}")
+
+
 def _grid_gate(config, family, t):
     """The protocol's rate grid: at least ``lr_grid_values`` rates spanning ``lr_grid_span``x."""
     rates = sorted(config.lr_grid(family))
@@ -354,22 +377,18 @@ def _scaling(results, t, r):
     d, seeds, q = config.token_dim, config.seeds(), config.n_selected
     rows = s["critical"]
     lens = [x["seq_len"] for x in rows]
-    span = lens[-1] / lens[0] if lens else 0
     need_span = t["scaling_span_paper"] if is_paper_scale(config) else t["scaling_span"]
     factor = t["scaling_best_factor"]
     fcn = {x["seq_len"]: x for x in results.get("fcn_tightness", {}).get("critical", [])}
-    gates = [(s["target_r2"] == t["scaling_target_r2"], f"the search's target R^2 "
-              f"{s['target_r2']} is not the verdict's {t['scaling_target_r2']}"),
-             (len(lens) >= t["scaling_lens"] and span >= need_span,
-              f"pe_dim* at {len(lens)} values of T spanning {span:.0f}x; the verdict needs at "
-              f"least {t['scaling_lens']} spanning {need_span}x"
-              + (" (the paper scale)" if need_span == t["scaling_span_paper"] else "")
-              + " (e.g. T = 8, 16, 32, 64, 128" + (", 256)" if need_span > 16 else ")")),
+    gates = [_target_gate(s, t["scaling_target_r2"]),
+             _lens_gate("pe_dim*", lens, t["scaling_lens"], need_span,
+                        (" (the paper scale)" if need_span == t["scaling_span_paper"] else "")
+                        + " (e.g. T = 8, 16, 32, 64, 128" + (", 256)" if need_span > 16 else ")")),
              _grid_gate(config, "transformer", t)]
     conditions = []
     for x in rows:
         limit = factor * x["pe_dim_best"]
-        if x["status"] in ("unresolved", "non-monotone"):
+        if x["status"] in _UNSETTLED:
             conditions.append(_unsettled(x, "pe_dim*"))
         elif x["status"] == "> stop":
             conditions.append(("fail" if x["lower"] >= limit else "unresolved",
@@ -387,7 +406,7 @@ def _scaling(results, t, r):
                                "finer bracket would decide"
                                + (" (lower scaling_pe_floor)" if x["lower"] is None else "")))
         f = fcn.get(x["seq_len"])
-        if f is None or x["star"] is None or f["status"] in ("unresolved", "non-monotone"):
+        if f is None or x["star"] is None or f["status"] in _UNSETTLED:
             continue
         if f["star"] is not None:
             # m* lies in (lower, star]: below it for sure at or under lower
@@ -431,21 +450,19 @@ def _scaling(results, t, r):
                    f"with fresh draws per sequence (q = {q}, no training); and d + pe_dim* "
                    "is below the FCN's m* at every T where both are measured."),
         evidence=evidence, per_seed=per_seed, gates=gates, conditions=conditions,
-        note="second set of verdicts (fixed " + SECOND_SET_FIXED_ON + ")")
+        note=_SECOND_SET)
 
 
 def _tightness(results, t, r):
     config, s = config_of(results), results["fcn_tightness"]
     rows, seeds, d = s["critical"], config.seeds(), config.token_dim
     factor = t["tightness_max_factor"]
-    gates = [(s["target_r2"] == t["tightness_target_r2"], f"the search's target R^2 "
-              f"{s['target_r2']} is not the verdict's {t['tightness_target_r2']}"),
-             (len(rows) >= t["tightness_lens"], f"m* at {len(rows)} values of T; the verdict "
-              f"needs at least {t['tightness_lens']}"),
+    gates = [_target_gate(s, t["tightness_target_r2"]),
+             _lens_gate("m*", [x["seq_len"] for x in rows], t["tightness_lens"]),
              _grid_gate(config, "fcn", t)]
     conditions = []
     for x in rows:
-        if x["status"] in ("unresolved", "non-monotone"):
+        if x["status"] in _UNSETTLED:
             conditions.append(_unsettled(x, "m*"))
         elif x["star"] is None:  # "> stop": the widest fails with twice the steps too
             conditions.append(("fail", ""))
@@ -481,8 +498,7 @@ def _tightness(results, t, r):
                    f"{t['tightness_target_r2']}) is <= {factor} T*d at every T of the run "
                    f"(at least {t['tightness_lens']})."),
         evidence=evidence, per_seed=per_seed, gates=gates, conditions=conditions,
-        checks=[check], note="steps rule at every T: second set of verdicts (fixed "
-        + SECOND_SET_FIXED_ON + ")")
+        checks=[check], note="steps rule at every T: " + _SECOND_SET)
 
 
 def _query_width(row):
@@ -532,7 +548,6 @@ def _query_separation(results, t, r):
     q, d = config.n_selected, config.token_dim
     rows = [x for x in s["critical"] if x.get("layout") == "query"]
     lens = sorted({x["seq_len"] for x in rows})
-    span = lens[-1] / lens[0] if lens else 0
     by = {}
     for x in rows:
         by.setdefault(x["model"], {})[x["seq_len"]] = x
@@ -540,12 +555,9 @@ def _query_separation(results, t, r):
     names = {m: results["models"][m]["name"] for m in by}
     need = {"an encoder with a positional encoding": encoders, "the GRU": ["query_gru"],
             "the LSTM": ["query_lstm"], "the FCN": ["query_fcn"]}
-    gates = [(s["target_r2"] == t["query_target_r2"], f"the searches' target R^2 "
-              f"{s['target_r2']} is not the verdict's {t['query_target_r2']}"),
-             (len(lens) >= t["query_lens"] and span >= t["query_span"],
-              f"the query layout's widths at {len(lens)} values of T spanning {span:.0f}x; "
-              f"the verdict needs at least {t['query_lens']} spanning {t['query_span']}x "
-              "(query_lens, e.g. 8, 16, 32, 64)")]
+    gates = [_target_gate(s, t["query_target_r2"], "searches'"),
+             _lens_gate("the query layout's widths", lens, t["query_lens"], t["query_span"],
+                        " (query_lens, e.g. 8, 16, 32, 64)")]
     gates += [(all(m in by and set(by[m]) == set(lens) for m in models) and bool(models),
                f"{what} is not searched at every T of the query layout (query_searched)")
               for what, models in need.items()]
@@ -555,8 +567,7 @@ def _query_separation(results, t, r):
                        "(beyond the paper)",
                        statement=_query_statement(t), evidence="not measured",
                        per_seed=[False for _ in config.seeds()],
-                       gates=gates, note="second set of verdicts (fixed "
-                       + SECOND_SET_FIXED_ON + ")")
+                       gates=gates, note=_SECOND_SET)
     conditions, best, evidence = [], {}, []
     for T in lens:
         bounds = {m: _encoder_bound(by[m][T], s["target_r2"]) for m in encoders}
@@ -618,7 +629,7 @@ def _query_separation(results, t, r):
                    "(beyond the paper)", statement=_query_statement(t),
                    evidence="; ".join(evidence), per_seed=per_seed, gates=gates,
                    conditions=conditions, checks=checks,
-                   note="second set of verdicts (fixed " + SECOND_SET_FIXED_ON + ")")
+                   note=_SECOND_SET)
 
 
 def _short(name):
@@ -673,7 +684,7 @@ def assess_claims(results, thresholds=THRESHOLDS, resolution=RESOLUTION):
     """Judge each verdict whose experiment ran: supported, not supported or inconclusive.
 
     Returns a list of dicts: ``claim``, ``model``, ``statement``, ``verdict``
-    (one of ``OUTCOMES``, on the mean over seeds), ``supported``,
+    ("supported", "not supported" or "inconclusive", on the mean over seeds), ``supported``,
     ``inconclusive_reasons`` (and what would decide), ``seeds_supporting``,
     ``n_seeds``, ``evidence``, ``note`` and ``sanity_checks``. Other
     ``thresholds`` judge the same numbers by other standards.
