@@ -15,11 +15,15 @@ interval over seeds holds its threshold.
 """
 
 import math
+from dataclasses import replace
+from functools import partial
 
 import numpy as np
 from scipy.stats import spearmanr
 
 from ..theory import fcn_lower_bound, transformer_pe_scale
+from ._bracket import bracket_text
+from ._config import PAPER
 from ._experiment import (
     config_of,
     fcn_bound,
@@ -99,15 +103,13 @@ def verdict(name, *, model, statement, evidence, per_seed, gates=(), conditions=
     inconclusive. ``per_seed``: each seed's own outcome; ``checks``: ``(text, passed)``
     of what mathematics guarantees, reported apart."""
     reasons = [reason for ok, reason in gates if not ok]
-    if not reasons:
-        states = [state for state, _ in conditions]
-        reasons = [text for state, text in conditions if state == "unresolved"]
-        outcome = ("not supported" if "fail" in states
-                   else "inconclusive" if reasons else "supported")
-        if outcome == "not supported":
-            reasons = []
-    else:
+    if reasons:
         outcome = "inconclusive"
+    elif "fail" in [state for state, _ in conditions]:
+        outcome = "not supported"
+    else:
+        reasons = [text for state, text in conditions if state == "unresolved"]
+        outcome = "inconclusive" if reasons else "supported"
     return {"claim": name, "model": model, "statement": statement, "verdict": outcome,
             "supported": outcome == "supported", "inconclusive_reasons": reasons,
             "seeds_supporting": int(sum(bool(s) for s in per_seed)),
@@ -116,8 +118,7 @@ def verdict(name, *, model, statement, evidence, per_seed, gates=(), conditions=
 
 
 def _within_se(value, threshold, se, *, at_least, what, of, option):
-    """``compare`` with the reason it is unresolved: ``what`` lies within 2 standard errors
-    of ``of`` (the threshold in words), and more held-out sequences (``option``) decide."""
+    """``compare`` and why it can be unresolved (``of``: the threshold in words)."""
     return (compare(value, threshold, se, at_least=at_least),
             f"{what} is within 2 standard errors ({se:.3f}) of {of}: more held-out sequences "
             f"({option}) would decide")
@@ -172,18 +173,14 @@ def _unsettled(row, what):
 
 
 def _own_stars(section):
-    """``{seed: {T: that seed's own critical width}}`` of a critical-width section."""
-    own = {}
-    for p in section["critical_per_seed"]:
-        own.setdefault(p["seed"], {})[p["seq_len"]] = p["star"]
-    return own
+    """``{(seed, T): that seed's own critical width}`` of a critical-width section."""
+    return {(p["seed"], p["seq_len"]): p["star"] for p in section["critical_per_seed"]}
 
 
 def _search_evidence(row, unchecked=""):
-    """A critical width's search in words: status, bracket, rate, held-out R^2 and the
-    scores with twice the steps (``unchecked`` where there are none)."""
+    """A critical width's search in words, to its scores with twice the steps."""
     doubled = ", ".join(f"{v:.3f} at {w}" for w, v in row["doubled_scores"].items())
-    return (f"{row['status']}, bracket ({row['lower'] or '-'}, {row['star'] or '-'}], rate "
+    return (f"{row['status']}, bracket {bracket_text(row)}, rate "
             f"{fmt(row['lr_at_star'], 'g')}, held-out R^2 {fmt(row['test_r2_mean'])}; with "
             f"twice the steps {doubled or unchecked}")
 
@@ -378,13 +375,8 @@ def _alignment(results, t, r):
 
 def is_paper_scale(config):
     """Whether ``config`` is the paper preset (up to seeds and where it runs)."""
-    from dataclasses import asdict
-
-    from ._config import PAPER
-
-    ignore = ("n_seeds", "seed", "n_jobs", "device", "experiments")
-    mine, paper = asdict(config), asdict(PAPER)
-    return all(mine[k] == paper[k] for k in paper if k not in ignore)
+    where = ("n_seeds", "seed", "n_jobs", "device", "experiments")
+    return replace(config, **{k: getattr(PAPER, k) for k in where}) == PAPER
 
 
 def _scaling(results, t, r):
@@ -415,9 +407,8 @@ def _scaling(results, t, r):
             conditions.append(("fail", ""))
         else:
             conditions.append(("unresolved",
-                               f"at T={x['seq_len']} the bracket ({x['lower'] or '-'}, "
-                               f"{x['star']}] holds {factor} x pe_dim_best = {limit:.1f}: a "
-                               "finer bracket would decide"
+                               f"at T={x['seq_len']} the bracket {bracket_text(x)} holds "
+                               f"{factor} x pe_dim_best = {limit:.1f}: a finer bracket would decide"
                                + (" (lower scaling_pe_floor)" if x["lower"] is None else "")))
         f = fcn.get(x["seq_len"])
         if f is None or x["star"] is None or f["status"] in _UNSETTLED:
@@ -428,14 +419,14 @@ def _scaling(results, t, r):
             conditions.append(("pass" if f["lower"] is not None and width <= f["lower"] else
                                "fail" if width >= f["star"] else "unresolved",
                                f"at T={x['seq_len']} d + pe_dim* = {width} lies in the "
-                               f"FCN's bracket ({f['lower'] or '-'}, {f['star']}]"))
+                               f"FCN's bracket {bracket_text(f)}"))
         else:  # the FCN is "> stop": wider than its stop, a measurement
             conditions.append(("pass" if d + x["star"] <= f["lower"] else "unresolved",
                                f"at T={x['seq_len']} d + pe_dim* = {d + x['star']} is above "
                                f"the widest FCN fitted ({f['lower']}), which fails"))
     own = _own_stars(s)
-    per_seed = [bool(rows) and all(own.get(seed, {}).get(x["seq_len"]) is not None
-                                   and own[seed][x["seq_len"]] <= factor * x["pe_dim_best"]
+    per_seed = [bool(rows) and all(own.get((seed, x["seq_len"])) is not None
+                                   and own[seed, x["seq_len"]] <= factor * x["pe_dim_best"]
                                    for x in rows) for seed in config.seeds()]
     log_slope = loglog_slope(lens, [math.log(T) for T in lens]) if len(lens) > 1 else None
     slope, (low, high) = s["slope"], s["slope_interval"]
@@ -478,7 +469,7 @@ def _tightness(results, t, r):
             conditions.append(("pass" if x["star"] is not None and x["star"] <= factor * x["td"]
                                else "fail", ""))
     own = _own_stars(s)
-    per_seed = [all(own.get(seed, {}).get(x["seq_len"]) is not None for x in rows)
+    per_seed = [all(own.get((seed, x["seq_len"])) is not None for x in rows)
                 for seed in config.seeds()]
     above = _points_above_bound(config, s["points"])
     check = (f"no FCN goes below its bound (held-out loss within 3 standard errors): "
@@ -538,7 +529,7 @@ def _below(best, exact, other, what, T):
             return ("pass", "")
         return ("fail" if exact else "unresolved",
                 f"at T={T} the best encoder's width is at most {best} (unresolved) and "
-                f"{what} is {star_or_stop(other)}: more steps would decide")
+                f"{what} is {_star_or_stop(other)}: more steps would decide")
     lower = other["lower"]
     return ("pass" if lower is not None and best <= lower else "unresolved",
             f"at T={T} {what} is {other['status']} ({other['reason']}), and the best "
@@ -546,16 +537,22 @@ def _below(best, exact, other, what, T):
             f"{lower or '-'}: more steps would decide")
 
 
+def _star_or_stop(row):
+    """A query row's compared width in words: the width, "> stop", or its status."""
+    width = _query_width(row)
+    if width is None:
+        return row["status"]
+    return str(width) if row["status"] == "found" else f"> {width}"
+
+
 def _query_separation(results, t, r):
     config, s = config_of(results), results["architectures"]
-    q, d = config.n_selected, config.token_dim
     rows = [x for x in s["critical"] if x.get("layout") == "query"]
     lens = sorted({x["seq_len"] for x in rows})
     by = {}
     for x in rows:
         by.setdefault(x["model"], {})[x["seq_len"]] = x
     encoders = [m for m in by if m.startswith("query_encoder_") and m != "query_encoder_none"]
-    names = {m: results["models"][m]["name"] for m in by}
     need = {"an encoder with a positional encoding": encoders, "the GRU": ["query_gru"],
             "the LSTM": ["query_lstm"], "the FCN": ["query_fcn"]}
     gates = [_target_gate(s, t["query_target_r2"], "searches'"),
@@ -565,12 +562,22 @@ def _query_separation(results, t, r):
                f"{what} is not searched at every T of the query layout (query_searched)")
               for what, models in need.items()]
     gates += [_grid_gate(config, family, t) for family in ("encoder", "rnn", "fcn")]
+    judged = partial(
+        verdict, "query-layout separation",
+        model="the query layout's architectures (beyond the paper)", gates=gates,
+        note=_SECOND_SET,
+        statement=(f"In the query layout (the subset given as q rows of positions), at every T "
+                   f"of the run (at least {t['query_lens']} values spanning at least "
+                   f"{t['query_span']}x): the smallest width (mean validation R^2 "
+                   f"{t['query_target_r2']}, the protocol of the second set) of the best "
+                   "encoder with a positional encoding is below that of the GRU, of the LSTM, "
+                   "and the FCN's m*; over the T, the log-log slope of the best positional "
+                   f"encoder's width is <= {t['query_encoder_max_slope']}, those of the GRU and "
+                   f"the LSTM are >= {t['query_recurrent_min_slope']} (a width \"> stop\" "
+                   "counts as the stop for the ordering; a slope needs "
+                   f"{t['query_slope_lens']} T where the width is found)."))
     if not all(ok for ok, _ in gates):
-        return verdict("query-layout separation", model="the query layout's architectures "
-                       "(beyond the paper)",
-                       statement=_query_statement(t), evidence="not measured",
-                       per_seed=[False for _ in config.seeds()],
-                       gates=gates, note=_SECOND_SET)
+        return judged(evidence="not measured", per_seed=[False for _ in config.seeds()])
     conditions, best, evidence = [], {}, []
     for T in lens:
         bounds = {m: _encoder_bound(by[m][T], s["target_r2"]) for m in encoders}
@@ -586,73 +593,54 @@ def _query_separation(results, t, r):
         for model, what in (("query_gru", "the GRU"), ("query_lstm", "the LSTM"),
                             ("query_fcn", "the FCN's m*")):
             conditions.append(_below(width, exact, by[model][T], what, T))
-        evidence.append(f"T={T}: best positional encoder {_short(names[winner])} "
-                        + (star_or_stop(by[winner][T]) if exact else
+        short_name = results["models"][winner]["name"].split(" (")[0]
+        evidence.append(f"T={T}: best positional encoder {short_name} "
+                        + (_star_or_stop(by[winner][T]) if exact else
                            f"<= {width} (unresolved: {by[winner][T]['reason']})")
-                        + f"; GRU {star_or_stop(by['query_gru'][T])},"
-                        f" LSTM {star_or_stop(by['query_lstm'][T])}, FCN "
-                        f"{star_or_stop(by['query_fcn'][T])}"
-                        + (f", paper's model d + pe_dim* {star_or_stop(by['query_paper'][T])}"
+                        + f"; GRU {_star_or_stop(by['query_gru'][T])},"
+                        f" LSTM {_star_or_stop(by['query_lstm'][T])}, FCN "
+                        f"{_star_or_stop(by['query_fcn'][T])}"
+                        + (f", paper's model d + pe_dim* {_star_or_stop(by['query_paper'][T])}"
                            if T in by.get("query_paper", {}) else ""))
+
+    def found(model):
+        """``{T: width}`` where ``model``'s width is found."""
+        return {T: _query_width(by[model][T]) for T in lens if by[model][T]["status"] == "found"}
+
     slopes = {}
-    found = [T for T in lens if T in best and best[T][2] == "found"]
-    for key, Ts, widths, limit, at_most in (
-            ("best positional encoder", found, [best[T][1] for T in found],
-             t["query_encoder_max_slope"], True),
-            *((what, [T for T in lens if by[m][T]["status"] == "found"],
-               [_query_width(by[m][T]) for T in lens if by[m][T]["status"] == "found"],
-               t["query_recurrent_min_slope"], False)
-              for m, what in (("query_gru", "GRU"), ("query_lstm", "LSTM")))):
-        if len(Ts) < t["query_slope_lens"]:
-            conditions.append(("unresolved", f"the {key}'s width is found at {len(Ts)} T "
-                               f"({', '.join(map(str, Ts)) or 'none'}); a slope needs "
+    for key, widths, holds in (
+            ("best positional encoder",
+             {T: width for T, (_, width, status) in best.items() if status == "found"},
+             lambda slope: slope <= t["query_encoder_max_slope"]),
+            ("GRU", found("query_gru"), lambda slope: slope >= t["query_recurrent_min_slope"]),
+            ("LSTM", found("query_lstm"), lambda slope: slope >= t["query_recurrent_min_slope"])):
+        slopes[key] = None
+        if len(widths) < t["query_slope_lens"]:
+            conditions.append(("unresolved", f"the {key}'s width is found at {len(widths)} T "
+                               f"({', '.join(map(str, widths)) or 'none'}); a slope needs "
                                f"{t['query_slope_lens']}: more steps (architecture_n_train, "
                                "architecture_training's epochs) or, beyond the stop, a wider "
                                "query_width_stop would decide"))
-            slopes[key] = None
             continue
-        slopes[key] = loglog_slope(Ts, widths)
-        ok = slopes[key] <= limit if at_most else slopes[key] >= limit
-        conditions.append(("pass" if ok else "fail", ""))
+        slopes[key] = loglog_slope(list(widths), list(widths.values()))
+        conditions.append(("pass" if holds(slopes[key]) else "fail", ""))
     evidence.append("log-log slopes over the T where found: " + ", ".join(
         f"{k} {fmt(v, '.2f')}" for k, v in slopes.items()))
-    sanity = s.get("query_sanity", [])
-    none_ok = [x["test_r2"] <= x["ceiling"] + t["query_none_margin"] for x in sanity]
-    fcn_points = [p for p in s["points"] if p["model"] == "query_fcn"
-                  and not math.isnan(p["test_loss"])]
-    above = [p["test_loss"] >= fcn_lower_bound(p["seq_len"], q, token_dim=d, width=p["value"])
-             - 3 * p.get("test_loss_se", 0) for p in fcn_points]
+    none_ok = [x["test_r2"] <= x["ceiling"] + t["query_none_margin"]
+               for x in s.get("query_sanity", [])]
+    above = _points_above_bound(config, select(s["points"], model="query_fcn"))
     checks = [(f"the encoder without positional encoding never exceeds held-out R^2 q/T + "
                f"{t['query_none_margin']} (it is symmetric in the token rows): {sum(none_ok)} "
                f"of {len(none_ok)} fits", bool(none_ok) and all(none_ok)),
-              (f"every FCN of the query layout sits at or above its bound (within 3 standard "
-               f"errors of its held-out loss): {sum(above)} of {len(above)} fits", all(above))]
-    per_seed = _query_per_seed(config, s, by, encoders, lens)
-    return verdict("query-layout separation", model="the query layout's architectures "
-                   "(beyond the paper)", statement=_query_statement(t),
-                   evidence="; ".join(evidence), per_seed=per_seed, gates=gates,
-                   conditions=conditions, checks=checks,
-                   note=_SECOND_SET)
-
-
-def _short(name):
-    return name.split(" (")[0]
-
-
-def star_or_stop(row):
-    """A query row's compared width in words: the width, "> stop", or its status."""
-    width = _query_width(row)
-    if width is None:
-        return row["status"]
-    return str(width) if row["status"] == "found" else f"> {width}"
+              _bound_check("of the query layout", above)]
+    return judged(evidence="; ".join(evidence), conditions=conditions, checks=checks,
+                  per_seed=_query_per_seed(config, s, by, encoders, lens))
 
 
 def _query_per_seed(config, s, by, encoders, lens):
     """Each seed's own ordering at every T (its own smallest widths; not reached: the
     widest width searched)."""
-    own = {}
-    for p in s["critical_per_seed"]:
-        own[p["model"], p["seq_len"], p["seed"]] = p["star"]
+    own = {(p["model"], p["seq_len"], p["seed"]): p["star"] for p in s["critical_per_seed"]}
 
     def width(model, T, seed):
         row, star = by[model][T], own.get((model, T, seed))
@@ -661,18 +649,6 @@ def _query_per_seed(config, s, by, encoders, lens):
     return [all(min(width(m, T, seed) for m in encoders)
                 < min(width(o, T, seed) for o in ("query_gru", "query_lstm", "query_fcn"))
                 for T in lens) for seed in config.seeds()]
-
-
-def _query_statement(t):
-    return (f"In the query layout (the subset given as q rows of positions), at every T of "
-            f"the run (at least {t['query_lens']} values spanning at least "
-            f"{t['query_span']}x): the smallest width (mean validation R^2 "
-            f"{t['query_target_r2']}, the protocol of the second set) of the best encoder "
-            "with a positional encoding is below that of the GRU, of the LSTM, and the FCN's "
-            "m*; over the T, the log-log slope of the best positional encoder's width is <= "
-            f"{t['query_encoder_max_slope']}, those of the GRU and the LSTM are >= "
-            f"{t['query_recurrent_min_slope']} (a width \"> stop\" counts as the stop for "
-            f"the ordering; a slope needs {t['query_slope_lens']} T where the width is found).")
 
 
 #: the verdicts in the reproduction page's order, with the section each needs
@@ -691,13 +667,6 @@ def assess_claims(results, thresholds=THRESHOLDS, resolution=RESOLUTION):
     ``inconclusive_reasons`` (and what would decide), ``seeds_supporting``,
     ``n_seeds``, ``evidence``, ``note`` and ``sanity_checks``. Other
     ``thresholds`` judge the same numbers by other standards.
-
-    Examples
-    --------
-    >>> from sparse_token_estimators.reproduce import SMOKE, run
-    >>> results = run(SMOKE, progress=False)
-    >>> sorted({c["verdict"] for c in results["claims"]})  # too small to decide
-    ['inconclusive']
     """
     return [judge(results, thresholds, resolution) for key, judge in VERDICTS
             if key in results]
