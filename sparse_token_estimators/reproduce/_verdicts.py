@@ -71,6 +71,9 @@ RESOLUTION = {"standard_errors": 2.0, "min_training_sequences": 100_000,
 _SECOND_SET = "second set of verdicts (fixed " + SECOND_SET_FIXED_ON + ")"
 #: the statuses of a critical width the protocol could not settle
 _UNSETTLED = ("unresolved", "non-monotone")
+#: verdict 7: the best positional encoder's rivals (model, in the evidence, in a reason)
+_RIVALS = (("query_gru", "GRU", "the GRU"), ("query_lstm", "LSTM", "the LSTM"),
+           ("query_fcn", "FCN", "the FCN's m*"))
 
 
 def compare(value, threshold, se=0.0, *, at_least, z=RESOLUTION["standard_errors"]):
@@ -134,11 +137,6 @@ def _training_gate(config, resolution, what="the paper's model"):
             f"{math.ceil(need / config.paper_training.max_epochs)}")
 
 
-def _span(values):
-    """How many times the last of ``values`` (sorted) is the first; 0 for none."""
-    return values[-1] / values[0] if values else 0
-
-
 def _target_gate(section, target, searches="search's"):
     """The critical-width searches were run at the verdict's target R^2."""
     return (section["target_r2"] == target,
@@ -147,7 +145,7 @@ def _target_gate(section, target, searches="search's"):
 
 def _lens_gate(what, lens, n, span=None, hint=""):
     """``what`` is measured at at least ``n`` values ``lens`` of T (spanning ``span``x)."""
-    have = _span(lens)
+    have = lens[-1] / lens[0] if lens else 0
     spanning = (f" spanning {have:.0f}x", f" spanning {span}x") if span else ("", "")
     return (len(lens) >= n and (span is None or have >= span),
             f"{what} at {len(lens)} values of T{spanning[0]}; the verdict needs at least "
@@ -278,7 +276,7 @@ def _length(results, t, r):
         return row["r2"] if row else math.nan
 
     grid = sorted(config.pe_dims)
-    span = _span(grid)
+    span = grid[-1] / grid[0] if grid else 0
     gates = [_training_gate(config, r),
              (config.length_pe_dim == t["length_pe_dim"],
               f"the verdict is fixed at pe_dim {t['length_pe_dim']}; this run's "
@@ -590,16 +588,13 @@ def _query_separation(results, t, r):
         winner = min(bounds, key=lambda m: (bounds[m][0], not bounds[m][1]))
         width, exact = bounds[winner]
         best[T] = (winner, width, by[winner][T]["status"])
-        for model, what in (("query_gru", "the GRU"), ("query_lstm", "the LSTM"),
-                            ("query_fcn", "the FCN's m*")):
-            conditions.append(_below(width, exact, by[model][T], what, T))
+        conditions += [_below(width, exact, by[m][T], what, T) for m, _, what in _RIVALS]
         short_name = results["models"][winner]["name"].split(" (")[0]
         evidence.append(f"T={T}: best positional encoder {short_name} "
                         + (_star_or_stop(by[winner][T]) if exact else
                            f"<= {width} (unresolved: {by[winner][T]['reason']})")
-                        + f"; GRU {_star_or_stop(by['query_gru'][T])},"
-                        f" LSTM {_star_or_stop(by['query_lstm'][T])}, FCN "
-                        f"{_star_or_stop(by['query_fcn'][T])}"
+                        + "; " + ", ".join(f"{short} {_star_or_stop(by[m][T])}"
+                                           for m, short, _ in _RIVALS)
                         + (f", paper's model d + pe_dim* {_star_or_stop(by['query_paper'][T])}"
                            if T in by.get("query_paper", {}) else ""))
 
@@ -647,7 +642,7 @@ def _query_per_seed(config, s, by, encoders, lens):
         return row.get("width_offset", 0) + (star if star else max(row["evaluated"]))
 
     return [all(min(width(m, T, seed) for m in encoders)
-                < min(width(o, T, seed) for o in ("query_gru", "query_lstm", "query_fcn"))
+                < min(width(rival, T, seed) for rival, _, _ in _RIVALS)
                 for T in lens) for seed in config.seeds()]
 
 
