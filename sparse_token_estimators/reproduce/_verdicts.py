@@ -146,7 +146,7 @@ def _target_gate(section, target, searches="search's"):
 def _lens_gate(what, lens, n, span=None, hint=""):
     """``what`` is measured at at least ``n`` values ``lens`` of T (spanning ``span``x)."""
     have = lens[-1] / lens[0] if lens else 0
-    spanning = (f" spanning {have:.0f}x", f" spanning {span}x") if span else ("", "")
+    spanning = (f" spanning {have:.0f}x", f" spanning {span}x") if span is not None else ("", "")
     return (len(lens) >= n and (span is None or have >= span),
             f"{what} at {len(lens)} values of T{spanning[0]}; the verdict needs at least "
             f"{n}{spanning[1]}{hint}")
