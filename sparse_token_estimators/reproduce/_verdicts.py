@@ -15,11 +15,15 @@ interval over seeds holds its threshold.
 """
 
 import math
+from dataclasses import replace
+from functools import partial
 
 import numpy as np
 from scipy.stats import spearmanr
 
-from ..theory import fcn_lower_bound, transformer_pe_scale, zero_predictor_loss
+from ..theory import fcn_lower_bound, transformer_pe_scale
+from ._bracket import bracket_text
+from ._config import PAPER
 from ._experiment import (
     config_of,
     fcn_bound,
@@ -29,6 +33,7 @@ from ._experiment import (
     judged_widths,
     loglog_slope,
     select,
+    zero_loss,
 )
 
 #: the day the thresholds were fixed, before any run that judges them
@@ -62,7 +67,13 @@ SECOND_SET_FIXED_ON = "2026-12-01 (evening)"
 #: how a run too small to resolve a threshold is told apart
 RESOLUTION = {"standard_errors": 2.0, "min_training_sequences": 100_000,
               "bootstrap_level": 0.9}
-OUTCOMES = ("supported", "not supported", "inconclusive")
+#: the note of the verdicts of the second set
+_SECOND_SET = "second set of verdicts (fixed " + SECOND_SET_FIXED_ON + ")"
+#: the statuses of a critical width the protocol could not settle
+_UNSETTLED = ("unresolved", "non-monotone")
+#: verdict 7: the best positional encoder's rivals (model, in the evidence, in a reason)
+_RIVALS = (("query_gru", "GRU", "the GRU"), ("query_lstm", "LSTM", "the LSTM"),
+           ("query_fcn", "FCN", "the FCN's m*"))
 
 
 def compare(value, threshold, se=0.0, *, at_least, z=RESOLUTION["standard_errors"]):
@@ -95,20 +106,25 @@ def verdict(name, *, model, statement, evidence, per_seed, gates=(), conditions=
     inconclusive. ``per_seed``: each seed's own outcome; ``checks``: ``(text, passed)``
     of what mathematics guarantees, reported apart."""
     reasons = [reason for ok, reason in gates if not ok]
-    if not reasons:
-        states = [state for state, _ in conditions]
-        reasons = [text for state, text in conditions if state == "unresolved"]
-        outcome = ("not supported" if "fail" in states
-                   else "inconclusive" if reasons else "supported")
-        if outcome == "not supported":
-            reasons = []
-    else:
+    if reasons:
         outcome = "inconclusive"
+    elif "fail" in [state for state, _ in conditions]:
+        outcome = "not supported"
+    else:
+        reasons = [text for state, text in conditions if state == "unresolved"]
+        outcome = "inconclusive" if reasons else "supported"
     return {"claim": name, "model": model, "statement": statement, "verdict": outcome,
             "supported": outcome == "supported", "inconclusive_reasons": reasons,
             "seeds_supporting": int(sum(bool(s) for s in per_seed)),
             "n_seeds": len(per_seed), "evidence": evidence, "note": note,
             "sanity_checks": [{"check": text, "passed": bool(ok)} for text, ok in checks]}
+
+
+def _within_se(value, threshold, se, *, at_least, what, of, option):
+    """``compare`` and why it can be unresolved (``of``: the threshold in words)."""
+    return (compare(value, threshold, se, at_least=at_least),
+            f"{what} is within 2 standard errors ({se:.3f}) of {of}: more held-out sequences "
+            f"({option}) would decide")
 
 
 def _training_gate(config, resolution, what="the paper's model"):
@@ -121,28 +137,76 @@ def _training_gate(config, resolution, what="the paper's model"):
             f"{math.ceil(need / config.paper_training.max_epochs)}")
 
 
-def ensemble_evidence(config, rows):
-    """The ensemble's losses beside the bound, shown and not judged."""
-    if not rows:
-        return []
-    return ["extension (not judged): " + ", ".join(
-        f"width {r['width']}: loss {r['test_loss_mean']:.3f} "
-        f"({r['test_loss_mean'] / fcn_bound(config, r['width']):.2f}x the bound)" for r in rows)]
+def _target_gate(section, target, searches="search's"):
+    """The critical-width searches were run at the verdict's target R^2."""
+    return (section["target_r2"] == target,
+            f"the {searches} target R^2 {section['target_r2']} is not the verdict's {target}")
 
 
-def fcns_at_or_above_bound(rows):
-    """Per FCN fit: at or above its bound within 3 standard errors of its loss."""
-    return [r["test_loss"] >= r["fcn_bound"] - 3 * r["test_loss_se"] for r in rows]
+def _lens_gate(what, lens, n, span=None, hint=""):
+    """``what`` is measured at at least ``n`` values ``lens`` of T (spanning ``span``x)."""
+    have = lens[-1] / lens[0] if lens else 0
+    spanning = (f" spanning {have:.0f}x", f" spanning {span}x") if span is not None else ("", "")
+    return (len(lens) >= n and (span is None or have >= span),
+            f"{what} at {len(lens)} values of T{spanning[0]}; the verdict needs at least "
+            f"{n}{spanning[1]}{hint}")
+
+
+def _grid_gate(config, family, t):
+    """The protocol's rate grid: at least ``lr_grid_values`` rates spanning ``lr_grid_span``x."""
+    rates = sorted(config.lr_grid(family))
+    span = rates[-1] / rates[0]
+    return (len(set(rates)) >= t["lr_grid_values"] and span >= t["lr_grid_span"] * (1 - 1e-9),
+            f"the {family} searches' learning-rate grid {rates} has {len(set(rates))} "
+            f"rates spanning {span:.3g}x; the protocol needs at least {t['lr_grid_values']} "
+            f"spanning {t['lr_grid_span']}x (lr_grids)")
+
+
+def _unsettled(row, what):
+    """A condition for a row the protocol could not settle (``_UNSETTLED``)."""
+    return ("unresolved", f"at T={row['seq_len']} {what} is {row['status']}: {row['reason']}; "
+            + ("more steps (sequences per epoch or epochs) would decide"
+               if row["status"] == "unresolved" else
+               "a training that does not lose accuracy as the width grows would decide"))
+
+
+def _own_stars(section):
+    """``{(seed, T): that seed's own critical width}`` of a critical-width section."""
+    return {(p["seed"], p["seq_len"]): p["star"] for p in section["critical_per_seed"]}
+
+
+def _search_evidence(row, unchecked=""):
+    """A critical width's search in words, to its scores with twice the steps."""
+    doubled = ", ".join(f"{v:.3f} at {w}" for w, v in row["doubled_scores"].items())
+    return (f"{row['status']}, bracket {bracket_text(row)}, rate "
+            f"{fmt(row['lr_at_star'], 'g')}, held-out R^2 {fmt(row['test_r2_mean'])}; with "
+            f"twice the steps {doubled or unchecked}")
+
+
+def _points_above_bound(config, points):
+    """Per FCN fit of a search: at or above its bound within 3 standard errors of its loss."""
+    return [p["test_loss"] >= fcn_lower_bound(p["seq_len"], config.n_selected,
+                                              token_dim=config.token_dim, width=p["value"])
+            - 3 * p.get("test_loss_se", 0) for p in points if not math.isnan(p["test_loss"])]
+
+
+def _bound_check(which, above):
+    """The sanity check that every FCN ``which`` is ``above`` its bound."""
+    return (f"every FCN {which} sits at or above its bound (within 3 standard errors of its "
+            f"held-out loss): {sum(above)} of {len(above)} fits", all(above))
 
 
 def _separation(results, t, r, *, population):
     config = config_of(results)
     key, margin = ("population", t["population_margin"]) if population else \
         ("width_separation", t["separation_margin"])
-    section, match = results[key], ({"data": "population"} if population else {})
+    section = results[key]
+    match = {"data": "population"} if population else {}
+    rows, summary = select(section["rows"], **match), select(section["summary"], **match)
     grid = {row["width"] for row in section["rows"] if row["model"] == "paper"}
     widths = [w for w in judged_widths(config, (t["separation_pe_low"], t["separation_pe_high"]))
               if w in grid]
+    bounds = {w: fcn_bound(config, w) for w in widths}
     scale = transformer_pe_scale(config.seq_len, config.n_selected)
     low, high = t["separation_pe_low"] * scale, t["separation_pe_high"] * scale
     td = config.seq_len * config.token_dim
@@ -150,32 +214,32 @@ def _separation(results, t, r, *, population):
              (bool(widths), f"no pe_dim of the grid lies in [q log T, 4 q log T] = "
               f"[{low:.1f}, {high:.1f}] with d + pe_dim < T*d = {td}: add one, e.g. "
               f"pe_dim {2 ** math.ceil(math.log2(low))}, or a larger T")]
-    conditions, evidence, seeds = [], [], config.seeds()
-    for w in widths:
-        rows = select(section["rows"], model="paper", width=w, **match)
-        mean = float(np.mean([x["test_loss"] for x in rows]))
-        se = math.sqrt(sum(x["test_loss_se"] ** 2 for x in rows)) / len(rows)
-        limit = (1 - margin) * fcn_bound(config, w)
-        state = compare(mean, limit, se, at_least=False)
-        conditions.append((state, f"width {w}: mean held-out loss {mean:.3f} is within 2 "
-                           f"standard errors ({se:.3f}) of {1 - margin:.1f}x the bound "
-                           f"({limit:.3f}): more held-out sequences (--n-test) would decide"))
-        p = find(section["summary"], model="paper", width=w, **match)
-        f = find(section["summary"], model="fcn", width=w, **match)
-        text = (f"width {w}: paper's model loss {fmt_spread(p, 'test_loss')} (R^2 "
-                f"{fmt_spread(p, 'test_r2')}; standard error {se:.3f}), "
-                f"{mean / fcn_bound(config, w):.2f}x the FCN bound {fcn_bound(config, w):.3f}")
-        evidence.append(text + (f"; FCN {fmt_spread(f, 'test_loss')}" if f else ""))
+    conditions, evidence = [], []
+    for w, bound in bounds.items():
+        fits = select(rows, model="paper", width=w)
+        mean = float(np.mean([x["test_loss"] for x in fits]))
+        se = math.sqrt(sum(x["test_loss_se"] ** 2 for x in fits)) / len(fits)
+        limit = (1 - margin) * bound
+        conditions.append(_within_se(mean, limit, se, at_least=False,
+                                     what=f"width {w}: mean held-out loss {mean:.3f}",
+                                     of=f"{1 - margin:.1f}x the bound ({limit:.3f})",
+                                     option="--n-test"))
+        p, f = find(summary, model="paper", width=w), find(summary, model="fcn", width=w)
+        evidence.append(f"width {w}: paper's model loss {fmt_spread(p, 'test_loss')} (R^2 "
+                        f"{fmt_spread(p, 'test_r2')}; standard error {se:.3f}), "
+                        f"{mean / bound:.2f}x the FCN bound {bound:.3f}"
+                        + (f"; FCN {fmt_spread(f, 'test_loss')}" if f else ""))
     per_seed = [bool(widths) and all(
-        find(section["rows"], model="paper", width=w, seed=s, **match)["test_loss"]
-        <= (1 - margin) * fcn_bound(config, w) for w in widths) for s in seeds]
-    evidence += ensemble_evidence(config, [x for x in select(section["summary"],
-                                                             model="ensemble", **match)
-                                           if x["width"] < td])
-    above = fcns_at_or_above_bound([x for x in select(section["rows"], model="fcn", **match)
-                                    if x["width"] < td])
-    check = (f"every FCN below T*d sits at or above its bound (within 3 standard errors of "
-             f"its held-out loss): {sum(above)} of {len(above)} fits", all(above))
+        find(rows, model="paper", width=w, seed=s)["test_loss"] <= (1 - margin) * bound
+        for w, bound in bounds.items()) for s in config.seeds()]
+    ensemble = [x for x in select(summary, model="ensemble") if x["width"] < td]
+    if ensemble:
+        evidence.append("extension (not judged): " + ", ".join(
+            f"width {x['width']}: loss {x['test_loss_mean']:.3f} "
+            f"({x['test_loss_mean'] / fcn_bound(config, x['width']):.2f}x the bound)"
+            for x in ensemble))
+    above = [x["test_loss"] >= x["fcn_bound"] - 3 * x["test_loss_se"]
+             for x in select(rows, model="fcn") if x["width"] < td]
     where = "trained on the population (fresh sequences every epoch)" if population \
         else "trained on a fixed sample"
     note = None
@@ -196,13 +260,13 @@ def _separation(results, t, r, *, population):
                    f"{1 - margin:.1f} x fcn_lower_bound(T, q, d, m), a bound no FCN of that "
                    "width can beat."),
         evidence="; ".join(evidence) or "no width to judge", per_seed=per_seed,
-        gates=gates, conditions=conditions, checks=[check], note=note)
+        gates=gates, conditions=conditions, checks=[_bound_check("below T*d", above)],
+        note=note)
 
 
 def _length(results, t, r):
     config, section = config_of(results), results["length_generalisation"]
     T, d, k, n = config.seq_len, config.token_dim, config.n_seeds, config.n_length_test
-    seeds = config.seeds()
 
     def r2(model, factor, seed=None):
         if seed is None:
@@ -211,7 +275,7 @@ def _length(results, t, r):
         row = find(section["rows"], model=model, length=factor * T, seed=seed)
         return row["r2"] if row else math.nan
 
-    grid = sorted(p for p in config.pe_dims)
+    grid = sorted(config.pe_dims)
     span = grid[-1] / grid[0] if grid else 0
     gates = [_training_gate(config, r),
              (config.length_pe_dim == t["length_pe_dim"],
@@ -226,30 +290,28 @@ def _length(results, t, r):
     conditions = []
     for model, factor, key, at_least in bounds:
         value = r2(model, factor)
-        se = r2_se(value, n, d, k)
-        conditions.append((compare(value, t[key], se, at_least=at_least),
-                           f"{model} R^2 at {factor}T = {value:.3f} is within 2 standard errors "
-                           f"({se:.3f}) of {t[key]}: more held-out sequences "
-                           f"(n_length_test) would decide"))
+        conditions.append(_within_se(value, t[key], r2_se(value, n, d, k), at_least=at_least,
+                                     what=f"{model} R^2 at {factor}T = {value:.3f}", of=t[key],
+                                     option="n_length_test"))
 
-    def trend(rows, key_4t="r2_at_4T", key_1t="r2_at_1T"):
+    def trend(rows, mean=""):
+        """The Spearman correlations of pe_dim with R^2 at 4T and with R^2(4T) / R^2(T)."""
         pe = [x["pe_dim"] for x in rows]
-        at4 = [x[key_4t] for x in rows]
-        ratio = [x[key_4t] / x[key_1t] if x[key_1t] > 0 else math.nan for x in rows]
+        at4 = [x["r2_at_4T" + mean] for x in rows]
+        ratio = [x["r2_at_4T" + mean] / x["r2_at_1T" + mean] if x["r2_at_1T" + mean] > 0
+                 else math.nan for x in rows]
         return (float(spearmanr(pe, at4)[0]) if len(set(at4)) > 1 else math.nan,
                 float(spearmanr(pe, ratio)[0]) if len(set(ratio)) > 1 else math.nan)
 
     by_pe = select(section["by_pe_dim_summary"], "pe_dim", model="paper")
-    rho_4t, rho_ratio = trend([{"pe_dim": x["pe_dim"], "r2_at_4T": x["r2_at_4T_mean"],
-                                "r2_at_1T": x["r2_at_1T_mean"]} for x in by_pe])
+    rho_4t, rho_ratio = trend(by_pe, "_mean")
     for name, rho in (("R^2 at 4T", rho_4t), ("R^2(4T) / R^2(T)", rho_ratio)):
         conditions.append((compare(rho, t["length_spearman"], at_least=True),
                            f"the Spearman correlation of pe_dim and {name} is not a number "
                            "(constant values): a wider pe_dim grid would decide"))
 
     def holds(seed):
-        own = select(section["by_pe_dim"], "pe_dim", model="paper", seed=seed)
-        rhos = trend(own)
+        rhos = trend(select(section["by_pe_dim"], "pe_dim", model="paper", seed=seed))
         return (all(compare(r2(m, f, seed), t[key], at_least=a) == "pass"
                     for m, f, key, a in bounds)
                 and all(rho >= t["length_spearman"] for rho in rhos))
@@ -274,7 +336,7 @@ def _length(results, t, r):
                    f"{t['fixed_r2_at_T']} at T and <= {t['fixed_r2_at_4T']} at 4T; over the "
                    f"pe_dim grid the Spearman correlations of pe_dim with R^2 at 4T and with "
                    f"R^2(4T) / R^2(T) are >= {t['length_spearman']}."),
-        evidence=evidence, per_seed=[holds(s) for s in seeds], gates=gates,
+        evidence=evidence, per_seed=[holds(s) for s in config.seeds()], gates=gates,
         conditions=conditions)
 
 
@@ -282,94 +344,55 @@ def _alignment(results, t, r):
     config, section, names = config_of(results), results["alignment"], results["models"]
     seeds = config.seeds()
 
-    def final(seed=None):
-        rows = [x for x in (section["summary"] if seed is None else section["rows"])
-                if x["model"] == "paper" and (seed is None or x["seed"] == seed)]
-        last = max(rows, key=lambda x: x["step"], default=None)
-        return math.nan if last is None else last["alignment_mean" if seed is None
-                                                   else "alignment"]
+    def record(rows, pick, **match):
+        """The first (``pick`` min) or last (max) step recorded of ``rows`` matching."""
+        return pick(select(rows, **match), key=lambda x: x["step"], default=None)
 
-    starts = [min((x for x in section["rows"] if x["model"] == "paper" and x["seed"] == s),
-                  key=lambda x: x["step"], default=None) for s in seeds]
-    value = final()
+    end = {m: record(section["summary"], max, model=m) for m in ("paper", "ensemble", "fixed")}
+    finals = [record(section["rows"], max, model="paper", seed=s) for s in seeds]
+    starts = [record(section["rows"], min, model="paper", seed=s) for s in seeds]
     check = ("the record starts at step 0 with 0 sequences seen and W = 0 (alignment 0) "
              "for every seed", all(x is not None and x["step"] == 0 and x["alignment"] == 0
                                    for x in starts))
-    end = {m: max((x for x in section["summary"] if x["model"] == m),
-                  key=lambda x: x["step"], default=None) for m in ("paper", "ensemble", "fixed")}
     evidence = (f"{names['paper']['name']}: 0 at step 0, {fmt_spread(end['paper'], 'alignment')} "
                 f"at the end; {names['ensemble']['name']}: "
                 f"{fmt_spread(end['ensemble'], 'alignment')}; {names['fixed']['name']}: "
                 f"{fmt_spread(end['fixed'], 'alignment')}")
+    value = math.nan if end["paper"] is None else end["paper"]["alignment_mean"]
     return verdict(
         "alignment", model=names["paper"]["name"],
         statement=(f"Trained from W = 0, the paper's model (pe_dim {config.length_pe_dim}) "
                    f"ends with mean alignment <W, I> / (||W||_F sqrt(d_p)) >= "
                    f"{t['alignment_final']}."),
-        evidence=evidence, per_seed=[final(s) >= t["alignment_final"] for s in seeds],
+        evidence=evidence, per_seed=[x is not None and x["alignment"] >= t["alignment_final"]
+                                     for x in finals],
         gates=[_training_gate(config, r)],
         conditions=[(compare(value, t["alignment_final"], at_least=True),
                      "no alignment was recorded")], checks=[check])
 
 
-def _own_stars(section):
-    """``{seed: {T: that seed's own critical width}}`` of a critical-width section."""
-    own = {}
-    for p in section["critical_per_seed"]:
-        own.setdefault(p["seed"], {})[p["seq_len"]] = p["star"]
-    return own
-
-
-def _grid_gate(config, family, t):
-    """The protocol's rate grid: at least ``lr_grid_values`` rates spanning ``lr_grid_span``x."""
-    rates = sorted(config.lr_grid(family))
-    span = rates[-1] / rates[0]
-    return (len(set(rates)) >= t["lr_grid_values"] and span >= t["lr_grid_span"] * (1 - 1e-9),
-            f"the {family} searches' learning-rate grid {list(rates)} has {len(set(rates))} "
-            f"rates spanning {span:.3g}x; the protocol needs at least {t['lr_grid_values']} "
-            f"spanning {t['lr_grid_span']}x (lr_grids)")
-
-
-def _unsettled(row, what):
-    """A condition for a row the protocol could not settle ("unresolved", "non-monotone")."""
-    return ("unresolved", f"at T={row['seq_len']} {what} is {row['status']}: {row['reason']}; "
-            + ("more steps (sequences per epoch or epochs) would decide"
-               if row["status"] == "unresolved" else
-               "a training that does not lose accuracy as the width grows would decide"))
-
-
 def is_paper_scale(config):
     """Whether ``config`` is the paper preset (up to seeds and where it runs)."""
-    from dataclasses import asdict
-
-    from ._config import PAPER
-
-    ignore = ("n_seeds", "seed", "n_jobs", "device", "experiments")
-    mine, paper = asdict(config), asdict(PAPER)
-    return all(mine[k] == paper[k] for k in paper if k not in ignore)
+    where = ("n_seeds", "seed", "n_jobs", "device", "experiments")
+    return replace(config, **{k: getattr(PAPER, k) for k in where}) == PAPER
 
 
 def _scaling(results, t, r):
     config, s = config_of(results), results["width_scaling"]
-    d, seeds, q = config.token_dim, config.seeds(), config.n_selected
-    rows = s["critical"]
+    d, q, rows = config.token_dim, config.n_selected, s["critical"]
     lens = [x["seq_len"] for x in rows]
-    span = lens[-1] / lens[0] if lens else 0
     need_span = t["scaling_span_paper"] if is_paper_scale(config) else t["scaling_span"]
     factor = t["scaling_best_factor"]
     fcn = {x["seq_len"]: x for x in results.get("fcn_tightness", {}).get("critical", [])}
-    gates = [(s["target_r2"] == t["scaling_target_r2"], f"the search's target R^2 "
-              f"{s['target_r2']} is not the verdict's {t['scaling_target_r2']}"),
-             (len(lens) >= t["scaling_lens"] and span >= need_span,
-              f"pe_dim* at {len(lens)} values of T spanning {span:.0f}x; the verdict needs at "
-              f"least {t['scaling_lens']} spanning {need_span}x"
-              + (" (the paper scale)" if need_span == t["scaling_span_paper"] else "")
-              + " (e.g. T = 8, 16, 32, 64, 128" + (", 256)" if need_span > 16 else ")")),
+    gates = [_target_gate(s, t["scaling_target_r2"]),
+             _lens_gate("pe_dim*", lens, t["scaling_lens"], need_span,
+                        (" (the paper scale)" if need_span == t["scaling_span_paper"] else "")
+                        + " (e.g. T = 8, 16, 32, 64, 128" + (", 256)" if need_span > 16 else ")")),
              _grid_gate(config, "transformer", t)]
     conditions = []
     for x in rows:
         limit = factor * x["pe_dim_best"]
-        if x["status"] in ("unresolved", "non-monotone"):
+        if x["status"] in _UNSETTLED:
             conditions.append(_unsettled(x, "pe_dim*"))
         elif x["status"] == "> stop":
             conditions.append(("fail" if x["lower"] >= limit else "unresolved",
@@ -382,12 +405,11 @@ def _scaling(results, t, r):
             conditions.append(("fail", ""))
         else:
             conditions.append(("unresolved",
-                               f"at T={x['seq_len']} the bracket ({x['lower'] or '-'}, "
-                               f"{x['star']}] holds {factor} x pe_dim_best = {limit:.1f}: a "
-                               "finer bracket would decide"
+                               f"at T={x['seq_len']} the bracket {bracket_text(x)} holds "
+                               f"{factor} x pe_dim_best = {limit:.1f}: a finer bracket would decide"
                                + (" (lower scaling_pe_floor)" if x["lower"] is None else "")))
         f = fcn.get(x["seq_len"])
-        if f is None or x["star"] is None or f["status"] in ("unresolved", "non-monotone"):
+        if f is None or x["star"] is None or f["status"] in _UNSETTLED:
             continue
         if f["star"] is not None:
             # m* lies in (lower, star]: below it for sure at or under lower
@@ -395,24 +417,21 @@ def _scaling(results, t, r):
             conditions.append(("pass" if f["lower"] is not None and width <= f["lower"] else
                                "fail" if width >= f["star"] else "unresolved",
                                f"at T={x['seq_len']} d + pe_dim* = {width} lies in the "
-                               f"FCN's bracket ({f['lower'] or '-'}, {f['star']}]"))
+                               f"FCN's bracket {bracket_text(f)}"))
         else:  # the FCN is "> stop": wider than its stop, a measurement
             conditions.append(("pass" if d + x["star"] <= f["lower"] else "unresolved",
                                f"at T={x['seq_len']} d + pe_dim* = {d + x['star']} is above "
                                f"the widest FCN fitted ({f['lower']}), which fails"))
     own = _own_stars(s)
-    per_seed = [all(own.get(seed, {}).get(x["seq_len"]) is not None
-                    and own[seed][x["seq_len"]] <= factor * x["pe_dim_best"] for x in rows)
-                and bool(rows) for seed in seeds]
+    per_seed = [bool(rows) and all(own.get((seed, x["seq_len"])) is not None
+                                   and own[seed, x["seq_len"]] <= factor * x["pe_dim_best"]
+                                   for x in rows) for seed in config.seeds()]
     log_slope = loglog_slope(lens, [math.log(T) for T in lens]) if len(lens) > 1 else None
     slope, (low, high) = s["slope"], s["slope_interval"]
     evidence = ("; ".join(
         f"T={x['seq_len']}: pe_dim* {x['star'] or ('> ' + str(x['lower']) if x['lower'] else '-')}"
-        f" ({x['status']}, bracket ({x['lower'] or '-'}, {x['star'] or '-'}], rate "
-        f"{fmt(x['lr_at_star'], 'g')}, held-out R^2 {fmt(x['test_r2_mean'])}; with twice the "
-        "steps " + (", ".join(f"{v:.3f} at {w}" for w, v in x["doubled_scores"].items())
-                    or "not checked") + "), pe_dim_best "
-        f"{x['pe_dim_best']} (ratio {fmt(x['star_over_best'], '.2f')})" for x in rows)
+        f" ({_search_evidence(x, 'not checked')}), pe_dim_best {x['pe_dim_best']} (ratio "
+        f"{fmt(x['star_over_best'], '.2f')})" for x in rows)
         + f". Reported, not judged: slope of log pe_dim* {fmt(slope, '.2f')}"
         + (f" ({RESOLUTION['bootstrap_level']:.0%} bootstrap interval over seeds "
            f"[{low:.2f}, {high:.2f}])" if low is not None else "")
@@ -431,33 +450,26 @@ def _scaling(results, t, r):
                    f"with fresh draws per sequence (q = {q}, no training); and d + pe_dim* "
                    "is below the FCN's m* at every T where both are measured."),
         evidence=evidence, per_seed=per_seed, gates=gates, conditions=conditions,
-        note="second set of verdicts (fixed " + SECOND_SET_FIXED_ON + ")")
+        note=_SECOND_SET)
 
 
 def _tightness(results, t, r):
     config, s = config_of(results), results["fcn_tightness"]
-    rows, seeds, d = s["critical"], config.seeds(), config.token_dim
-    factor = t["tightness_max_factor"]
-    gates = [(s["target_r2"] == t["tightness_target_r2"], f"the search's target R^2 "
-              f"{s['target_r2']} is not the verdict's {t['tightness_target_r2']}"),
-             (len(rows) >= t["tightness_lens"], f"m* at {len(rows)} values of T; the verdict "
-              f"needs at least {t['tightness_lens']}"),
+    rows, factor = s["critical"], t["tightness_max_factor"]
+    gates = [_target_gate(s, t["tightness_target_r2"]),
+             _lens_gate("m*", [x["seq_len"] for x in rows], t["tightness_lens"]),
              _grid_gate(config, "fcn", t)]
     conditions = []
     for x in rows:
-        if x["status"] in ("unresolved", "non-monotone"):
+        if x["status"] in _UNSETTLED:
             conditions.append(_unsettled(x, "m*"))
-        elif x["star"] is None:  # "> stop": the widest fails with twice the steps too
-            conditions.append(("fail", ""))
-        else:
-            conditions.append(("pass" if x["star"] <= factor * x["td"] else "fail", ""))
+        else:  # "> stop" (no star): the widest fails with twice the steps too
+            conditions.append(("pass" if x["star"] is not None and x["star"] <= factor * x["td"]
+                               else "fail", ""))
     own = _own_stars(s)
-    per_seed = [all(own.get(seed, {}).get(x["seq_len"]) is not None for x in rows)
-                for seed in seeds]
-    zero = zero_predictor_loss(d, config.n_selected)
-    above = [p["test_loss"] >= fcn_lower_bound(p["seq_len"], config.n_selected, token_dim=d,
-                                               width=p["value"]) - 3 * p.get("test_loss_se", 0)
-             for p in s["points"] if not math.isnan(p["test_loss"])]
+    per_seed = [all(own.get((seed, x["seq_len"])) is not None for x in rows)
+                for seed in config.seeds()]
+    above = _points_above_bound(config, s["points"])
     check = (f"no FCN goes below its bound (held-out loss within 3 standard errors): "
              f"{sum(above)} of {len(above)} fits; m* is at least the narrowest width whose "
              "bound allows the target (" + ", ".join(
@@ -466,13 +478,10 @@ def _tightness(results, t, r):
                                 for x in rows))
     evidence = "; ".join(
         f"T={x['seq_len']} (T*d={x['td']}): m* "
-        + (f"{x['star']} = {x['star_over_td']:.2f} T*d ({x['status']}, bracket "
-           f"({x['lower'] or '-'}, {x['star']}], rate {fmt(x['lr_at_star'], 'g')}, held-out "
-           f"R^2 {fmt(x['test_r2_mean'])}; with twice the steps "
-           + ", ".join(f"{v:.3f} at {w}" for w, v in x["doubled_scores"].items()) + ")"
+        + (f"{x['star']} = {x['star_over_td']:.2f} T*d ({_search_evidence(x)})"
            if x["star"] is not None else f"> {x['lower']} ({x['status']}: {x['reason']})")
         + f"; the bound's width {x['bound_width']} = {x['bound_over_td']:.2f} T*d"
-        for x in rows) + f" (R^2 0 = loss {zero:.3f})"
+        for x in rows) + f" (R^2 0 = loss {zero_loss(config):.3f})"
     return verdict(
         "FCN tightness", model=s["model_name"],
         statement=(f"Trained on the population (fresh sequences every epoch, the best of a "
@@ -481,8 +490,7 @@ def _tightness(results, t, r):
                    f"{t['tightness_target_r2']}) is <= {factor} T*d at every T of the run "
                    f"(at least {t['tightness_lens']})."),
         evidence=evidence, per_seed=per_seed, gates=gates, conditions=conditions,
-        checks=[check], note="steps rule at every T: second set of verdicts (fixed "
-        + SECOND_SET_FIXED_ON + ")")
+        checks=[check], note="steps rule at every T: " + _SECOND_SET)
 
 
 def _query_width(row):
@@ -519,7 +527,7 @@ def _below(best, exact, other, what, T):
             return ("pass", "")
         return ("fail" if exact else "unresolved",
                 f"at T={T} the best encoder's width is at most {best} (unresolved) and "
-                f"{what} is {star_or_stop(other)}: more steps would decide")
+                f"{what} is {_star_or_stop(other)}: more steps would decide")
     lower = other["lower"]
     return ("pass" if lower is not None and best <= lower else "unresolved",
             f"at T={T} {what} is {other['status']} ({other['reason']}), and the best "
@@ -527,36 +535,47 @@ def _below(best, exact, other, what, T):
             f"{lower or '-'}: more steps would decide")
 
 
+def _star_or_stop(row):
+    """A query row's compared width in words: the width, "> stop", or its status."""
+    width = _query_width(row)
+    if width is None:
+        return row["status"]
+    return str(width) if row["status"] == "found" else f"> {width}"
+
+
 def _query_separation(results, t, r):
     config, s = config_of(results), results["architectures"]
-    q, d = config.n_selected, config.token_dim
     rows = [x for x in s["critical"] if x.get("layout") == "query"]
     lens = sorted({x["seq_len"] for x in rows})
-    span = lens[-1] / lens[0] if lens else 0
     by = {}
     for x in rows:
         by.setdefault(x["model"], {})[x["seq_len"]] = x
     encoders = [m for m in by if m.startswith("query_encoder_") and m != "query_encoder_none"]
-    names = {m: results["models"][m]["name"] for m in by}
     need = {"an encoder with a positional encoding": encoders, "the GRU": ["query_gru"],
             "the LSTM": ["query_lstm"], "the FCN": ["query_fcn"]}
-    gates = [(s["target_r2"] == t["query_target_r2"], f"the searches' target R^2 "
-              f"{s['target_r2']} is not the verdict's {t['query_target_r2']}"),
-             (len(lens) >= t["query_lens"] and span >= t["query_span"],
-              f"the query layout's widths at {len(lens)} values of T spanning {span:.0f}x; "
-              f"the verdict needs at least {t['query_lens']} spanning {t['query_span']}x "
-              "(query_lens, e.g. 8, 16, 32, 64)")]
+    gates = [_target_gate(s, t["query_target_r2"], "searches'"),
+             _lens_gate("the query layout's widths", lens, t["query_lens"], t["query_span"],
+                        " (query_lens, e.g. 8, 16, 32, 64)")]
     gates += [(all(m in by and set(by[m]) == set(lens) for m in models) and bool(models),
                f"{what} is not searched at every T of the query layout (query_searched)")
               for what, models in need.items()]
     gates += [_grid_gate(config, family, t) for family in ("encoder", "rnn", "fcn")]
+    judged = partial(
+        verdict, "query-layout separation",
+        model="the query layout's architectures (beyond the paper)", gates=gates,
+        note=_SECOND_SET,
+        statement=(f"In the query layout (the subset given as q rows of positions), at every T "
+                   f"of the run (at least {t['query_lens']} values spanning at least "
+                   f"{t['query_span']}x): the smallest width (mean validation R^2 "
+                   f"{t['query_target_r2']}, the protocol of the second set) of the best "
+                   "encoder with a positional encoding is below that of the GRU, of the LSTM, "
+                   "and the FCN's m*; over the T, the log-log slope of the best positional "
+                   f"encoder's width is <= {t['query_encoder_max_slope']}, those of the GRU and "
+                   f"the LSTM are >= {t['query_recurrent_min_slope']} (a width \"> stop\" "
+                   "counts as the stop for the ordering; a slope needs "
+                   f"{t['query_slope_lens']} T where the width is found)."))
     if not all(ok for ok, _ in gates):
-        return verdict("query-layout separation", model="the query layout's architectures "
-                       "(beyond the paper)",
-                       statement=_query_statement(t), evidence="not measured",
-                       per_seed=[False for _ in config.seeds()],
-                       gates=gates, note="second set of verdicts (fixed "
-                       + SECOND_SET_FIXED_ON + ")")
+        return judged(evidence="not measured", per_seed=[False for _ in config.seeds()])
     conditions, best, evidence = [], {}, []
     for T in lens:
         bounds = {m: _encoder_bound(by[m][T], s["target_r2"]) for m in encoders}
@@ -569,96 +588,62 @@ def _query_separation(results, t, r):
         winner = min(bounds, key=lambda m: (bounds[m][0], not bounds[m][1]))
         width, exact = bounds[winner]
         best[T] = (winner, width, by[winner][T]["status"])
-        for model, what in (("query_gru", "the GRU"), ("query_lstm", "the LSTM"),
-                            ("query_fcn", "the FCN's m*")):
-            conditions.append(_below(width, exact, by[model][T], what, T))
-        evidence.append(f"T={T}: best positional encoder {_short(names[winner])} "
-                        + (star_or_stop(by[winner][T]) if exact else
+        conditions += [_below(width, exact, by[m][T], what, T) for m, _, what in _RIVALS]
+        short_name = results["models"][winner]["name"].split(" (")[0]
+        evidence.append(f"T={T}: best positional encoder {short_name} "
+                        + (_star_or_stop(by[winner][T]) if exact else
                            f"<= {width} (unresolved: {by[winner][T]['reason']})")
-                        + f"; GRU {star_or_stop(by['query_gru'][T])},"
-                        f" LSTM {star_or_stop(by['query_lstm'][T])}, FCN "
-                        f"{star_or_stop(by['query_fcn'][T])}"
-                        + (f", paper's model d + pe_dim* {star_or_stop(by['query_paper'][T])}"
+                        + "; " + ", ".join(f"{short} {_star_or_stop(by[m][T])}"
+                                           for m, short, _ in _RIVALS)
+                        + (f", paper's model d + pe_dim* {_star_or_stop(by['query_paper'][T])}"
                            if T in by.get("query_paper", {}) else ""))
+
+    def found(model):
+        """``{T: width}`` where ``model``'s width is found."""
+        return {T: _query_width(by[model][T]) for T in lens if by[model][T]["status"] == "found"}
+
     slopes = {}
-    found = [T for T in lens if T in best and best[T][2] == "found"]
-    for key, Ts, widths, limit, at_most in (
-            ("best positional encoder", found, [best[T][1] for T in found],
-             t["query_encoder_max_slope"], True),
-            *((what, [T for T in lens if by[m][T]["status"] == "found"],
-               [_query_width(by[m][T]) for T in lens if by[m][T]["status"] == "found"],
-               t["query_recurrent_min_slope"], False)
-              for m, what in (("query_gru", "GRU"), ("query_lstm", "LSTM")))):
-        if len(Ts) < t["query_slope_lens"]:
-            conditions.append(("unresolved", f"the {key}'s width is found at {len(Ts)} T "
-                               f"({', '.join(map(str, Ts)) or 'none'}); a slope needs "
+    for key, widths, holds in (
+            ("best positional encoder",
+             {T: width for T, (_, width, status) in best.items() if status == "found"},
+             lambda slope: slope <= t["query_encoder_max_slope"]),
+            ("GRU", found("query_gru"), lambda slope: slope >= t["query_recurrent_min_slope"]),
+            ("LSTM", found("query_lstm"), lambda slope: slope >= t["query_recurrent_min_slope"])):
+        slopes[key] = None
+        if len(widths) < t["query_slope_lens"]:
+            conditions.append(("unresolved", f"the {key}'s width is found at {len(widths)} T "
+                               f"({', '.join(map(str, widths)) or 'none'}); a slope needs "
                                f"{t['query_slope_lens']}: more steps (architecture_n_train, "
                                "architecture_training's epochs) or, beyond the stop, a wider "
                                "query_width_stop would decide"))
-            slopes[key] = None
             continue
-        slopes[key] = loglog_slope(Ts, widths)
-        ok = slopes[key] <= limit if at_most else slopes[key] >= limit
-        conditions.append(("pass" if ok else "fail", ""))
+        slopes[key] = loglog_slope(list(widths), list(widths.values()))
+        conditions.append(("pass" if holds(slopes[key]) else "fail", ""))
     evidence.append("log-log slopes over the T where found: " + ", ".join(
         f"{k} {fmt(v, '.2f')}" for k, v in slopes.items()))
-    sanity = s.get("query_sanity", [])
-    none_ok = [x["test_r2"] <= x["ceiling"] + t["query_none_margin"] for x in sanity]
-    fcn_points = [p for p in s["points"] if p["model"] == "query_fcn"
-                  and not math.isnan(p["test_loss"])]
-    above = [p["test_loss"] >= fcn_lower_bound(p["seq_len"], q, token_dim=d, width=p["value"])
-             - 3 * p.get("test_loss_se", 0) for p in fcn_points]
+    none_ok = [x["test_r2"] <= x["ceiling"] + t["query_none_margin"]
+               for x in s.get("query_sanity", [])]
+    above = _points_above_bound(config, select(s["points"], model="query_fcn"))
     checks = [(f"the encoder without positional encoding never exceeds held-out R^2 q/T + "
                f"{t['query_none_margin']} (it is symmetric in the token rows): {sum(none_ok)} "
                f"of {len(none_ok)} fits", bool(none_ok) and all(none_ok)),
-              (f"every FCN of the query layout sits at or above its bound (within 3 standard "
-               f"errors of its held-out loss): {sum(above)} of {len(above)} fits", all(above))]
-    per_seed = _query_per_seed(config, s, by, encoders, lens)
-    return verdict("query-layout separation", model="the query layout's architectures "
-                   "(beyond the paper)", statement=_query_statement(t),
-                   evidence="; ".join(evidence), per_seed=per_seed, gates=gates,
-                   conditions=conditions, checks=checks,
-                   note="second set of verdicts (fixed " + SECOND_SET_FIXED_ON + ")")
-
-
-def _short(name):
-    return name.split(" (")[0]
-
-
-def star_or_stop(row):
-    """A query row's compared width in words: the width, "> stop", or its status."""
-    width = _query_width(row)
-    if width is None:
-        return row["status"]
-    return str(width) if row["status"] == "found" else f"> {width}"
+              _bound_check("of the query layout", above)]
+    return judged(evidence="; ".join(evidence), conditions=conditions, checks=checks,
+                  per_seed=_query_per_seed(config, s, by, encoders, lens))
 
 
 def _query_per_seed(config, s, by, encoders, lens):
     """Each seed's own ordering at every T (its own smallest widths; not reached: the
     widest width searched)."""
-    own = {}
-    for p in s["critical_per_seed"]:
-        own[p["model"], p["seq_len"], p["seed"]] = p["star"]
+    own = {(p["model"], p["seq_len"], p["seed"]): p["star"] for p in s["critical_per_seed"]}
 
     def width(model, T, seed):
         row, star = by[model][T], own.get((model, T, seed))
         return row.get("width_offset", 0) + (star if star else max(row["evaluated"]))
 
     return [all(min(width(m, T, seed) for m in encoders)
-                < min(width(o, T, seed) for o in ("query_gru", "query_lstm", "query_fcn"))
+                < min(width(rival, T, seed) for rival, _, _ in _RIVALS)
                 for T in lens) for seed in config.seeds()]
-
-
-def _query_statement(t):
-    return (f"In the query layout (the subset given as q rows of positions), at every T of "
-            f"the run (at least {t['query_lens']} values spanning at least "
-            f"{t['query_span']}x): the smallest width (mean validation R^2 "
-            f"{t['query_target_r2']}, the protocol of the second set) of the best encoder "
-            "with a positional encoding is below that of the GRU, of the LSTM, and the FCN's "
-            "m*; over the T, the log-log slope of the best positional encoder's width is <= "
-            f"{t['query_encoder_max_slope']}, those of the GRU and the LSTM are >= "
-            f"{t['query_recurrent_min_slope']} (a width \"> stop\" counts as the stop for "
-            f"the ordering; a slope needs {t['query_slope_lens']} T where the width is found).")
 
 
 #: the verdicts in the reproduction page's order, with the section each needs
@@ -673,17 +658,10 @@ def assess_claims(results, thresholds=THRESHOLDS, resolution=RESOLUTION):
     """Judge each verdict whose experiment ran: supported, not supported or inconclusive.
 
     Returns a list of dicts: ``claim``, ``model``, ``statement``, ``verdict``
-    (one of ``OUTCOMES``, on the mean over seeds), ``supported``,
+    ("supported", "not supported" or "inconclusive", on the mean over seeds), ``supported``,
     ``inconclusive_reasons`` (and what would decide), ``seeds_supporting``,
     ``n_seeds``, ``evidence``, ``note`` and ``sanity_checks``. Other
     ``thresholds`` judge the same numbers by other standards.
-
-    Examples
-    --------
-    >>> from sparse_token_estimators.reproduce import SMOKE, run
-    >>> results = run(SMOKE, progress=False)
-    >>> sorted({c["verdict"] for c in results["claims"]})  # too small to decide
-    ['inconclusive']
     """
     return [judge(results, thresholds, resolution) for key, judge in VERDICTS
             if key in results]
