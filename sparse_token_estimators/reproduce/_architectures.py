@@ -26,15 +26,13 @@ from ..architectures import CELLS, ENCODER_ENCODINGS
 from ..theory import fcn_critical_width
 from ._bracket import (
     TARGET_R2,
-    bracket_text,
+    Column,
     critical_section,
+    critical_table,
     lockstep,
     population_fit,
     protocol_searches,
-    r2_text,
-    rates_text,
-    star_text,
-    steps_text,
+    reason_lines,
 )
 from ._experiment import (
     Experiment,
@@ -219,17 +217,14 @@ class Architectures(Experiment):
             if not rows:
                 continue
             lines += [f"{what}:", ""]
-            lines += markdown_table(
-                ["model", "T", "smallest width", "bracket", "search", "held-out R^2", "rate",
-                 "2x steps (val R^2)", "T d", "FCN bound's width", "d + pe_dim_best",
-                 "rate chosen per width"],
-                [[r["model_name"], str(r["seq_len"]), star_text(r, r.get("width_offset", 0)),
-                  bracket_text(r), r["status"], r2_text(r), fmt(r["lr_at_star"], "g"),
-                  steps_text(r), str(r["td"]), str(r["fcn_bound_width"]),
-                  fmt(r.get("best_case_width"), "d"), rates_text(r)] for r in rows],
-                ["l", "r", "r", "r", "l", "r", "r", "l", "r", "r", "r", "l"])
-            lines += [f"{r['model_name']} at T={r['seq_len']}: {r['reason']}."
-                      for r in rows if r["status"] != "found"]
+            lines += critical_table(rows, [
+                Column("model", lambda r: r["model_name"], "l"), "T", "width", "bracket",
+                "search", "held-out R^2", "rate", "2x steps",
+                Column("T d", lambda r: str(r["td"])),
+                Column("FCN bound's width", lambda r: str(r["fcn_bound_width"])),
+                Column("d + pe_dim_best", lambda r: fmt(r.get("best_case_width"), "d")),
+                "rates"], width="smallest width", rate="rate", rates="rate chosen per width")
+            lines += reason_lines(rows, named=True)
             lines.append("")
         if s.get("query_sanity_summary"):
             lines += [f"Query layout, the encoder without positional encoding at width "

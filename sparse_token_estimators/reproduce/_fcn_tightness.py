@@ -19,14 +19,15 @@ import numpy as np
 from ..theory import fcn_critical_width
 from ._bracket import (
     TARGET_R2,
-    bracket_text,
+    Column,
     critical_section,
+    critical_table,
     population_fit,
     protocol_searches,
-    r2_text,
-    rates_text,
+    reason_lines,
+    scoring_text,
+    seeds_text,
     star_text,
-    steps_text,
 )
 from ._experiment import Experiment, config_of, fmt, markdown_table
 from ._figures import STYLES, legend_or_note, powers_of_two_ticks, pyplot
@@ -80,27 +81,21 @@ class FCNTightness(Experiment):
     def summary(self, results):
         config, s = config_of(results), results[self.name]
         lines = [f"{s['model_name']}: the smallest hidden_width m* whose validation R^2 "
-                 f"(mean over {config.n_seeds} seed{'s' if config.n_seeds > 1 else ''}, at "
-                 f"the best of the learning rates {', '.join(f'{lr:g}' for lr in s['lr_grid'])}"
-                 f", Adam at a constant rate) reaches {s['target_r2']}, searched from the "
-                 f"bound's width up to {s['max_factor']} T*d, refined to a factor "
-                 f"{s['refine']:.3f} and confirmed at the next width, trained on fresh "
-                 "sequences every epoch; both bracketing widths (past the stop: the widest) "
-                 "refitted with twice the sequences and steps at every T; beside it, the "
-                 "narrowest width the bound allows (sanity check, guaranteed).", ""]
-        rows = [[str(r["seq_len"]), str(r["td"]), star_text(r), bracket_text(r), r["status"],
-                 fmt(r["star_over_td"], ".2f"), str(r["bound_width"]),
-                 f"{r['bound_over_td']:.2f}", r2_text(r), fmt(r["lr_at_star"], "g"),
-                 steps_text(r), f"{r['n_train']} x {r['steps']} steps", rates_text(r)]
-                for r in s["critical"]]
-        lines += markdown_table(["T", "T*d", "m*", "bracket", "search", "m* / T*d",
-                                 "bound's width", "/ T*d", "held-out R^2", "rate at m*",
-                                 "2x steps (val R^2)", "sequences per epoch",
-                                 "rate chosen per m"], rows,
-                                ["r", "r", "r", "r", "l", "r", "r", "r", "r", "r", "l", "l",
-                                 "l"])
-        lines += [f"At T={r['seq_len']}: {r['reason']}." for r in s["critical"]
-                  if r["status"] != "found"]
+                 f"{scoring_text(s, config.n_seeds)}, searched from the bound's width up to "
+                 f"{s['max_factor']} T*d, refined to a factor {s['refine']:.3f} and confirmed "
+                 "at the next width, trained on fresh sequences every epoch; both bracketing "
+                 "widths (past the stop: the widest) refitted with twice the sequences and "
+                 "steps at every T; beside it, the narrowest width the bound allows (sanity "
+                 "check, guaranteed).", ""]
+        lines += critical_table(s["critical"], [
+            "T", Column("T*d", lambda r: str(r["td"])), "width", "bracket", "search",
+            Column("m* / T*d", lambda r: fmt(r["star_over_td"], ".2f")),
+            Column("bound's width", lambda r: str(r["bound_width"])),
+            Column("/ T*d", lambda r: f"{r['bound_over_td']:.2f}"),
+            "held-out R^2", "rate", "2x steps",
+            Column("sequences per epoch", lambda r: f"{r['n_train']} x {r['steps']} steps", "l"),
+            "rates"], width="m*", rate="rate at m*", rates="rate chosen per m")
+        lines += reason_lines(s["critical"])
         return lines + separation_lines(results)
 
     def figures(self):
@@ -124,12 +119,11 @@ def separation_lines(results):
     rows = [[str(T), str(T * d), width(scaling.get(T), d), width(fcn.get(T), 0),
              str(fcn_critical_width(T, q, d, target))] for T in sorted({*scaling, *fcn})]
     return ["", f"The width separation at every T (validation R^2 >= {target}, mean over "
-            f"{config.n_seeds} seed{'s' if config.n_seeds > 1 else ''}): the paper's model's "
-            "(one positional draw) d + pe_dim* against the FCN's m* where it was searched, "
-            "and the narrowest FCN the bound allows at every T (no FCN narrower reaches the "
-            "target).", ""] + \
+            f"{seeds_text(config.n_seeds)}): the paper's model's (one positional draw) d + "
+            "pe_dim* against the FCN's m* where it was searched, and the narrowest FCN the "
+            "bound allows at every T (no FCN narrower reaches the target).", ""] + \
         markdown_table(["T", "T*d", "paper's model d + pe_dim*", "FCN m*", "bound's width"],
-                       rows, ["r", "r", "r", "r", "r"])
+                       rows)
 
 
 def plot_critical_widths(results):

@@ -22,16 +22,15 @@ import numpy as np
 from ..theory import transformer_pe_scale
 from ._bracket import (
     TARGET_R2,
-    bracket_text,
+    Column,
     critical_section,
+    critical_table,
     population_fit,
     protocol_searches,
-    r2_text,
-    rates_text,
-    star_text,
-    steps_text,
+    reason_lines,
+    scoring_text,
 )
-from ._experiment import Experiment, best_case, config_of, fmt, loglog_slope, markdown_table
+from ._experiment import Experiment, best_case, config_of, fmt, loglog_slope
 from ._figures import STYLES, legend_beside, legend_or_note, pyplot
 from ._models import model_name
 
@@ -122,29 +121,23 @@ class WidthScaling(Experiment):
 
     def summary(self, results):
         config, s = config_of(results), results[self.name]
-        n = config.n_seeds
-        lines = [f"{s['model_name']}: the smallest pe_dim whose validation R^2 (mean over "
-                 f"{n} seed{'s' if n > 1 else ''}, at the best of the learning rates "
-                 f"{', '.join(f'{lr:g}' for lr in s['lr_grid'])}, Adam at a constant rate) "
-                 f"reaches {s['target_r2']}, by a bracketing search refined to a factor "
+        lines = [f"{s['model_name']}: the smallest pe_dim whose validation R^2 "
+                 f"{scoring_text(s, config.n_seeds)}, by a bracketing search refined to a factor "
                  f"{s['refine']:.3f} and confirmed at the next width; trained on the "
                  f"population ({s['n_train']} fresh sequences every epoch, {s['steps']} "
                  "steps); both bracketing widths refitted with twice the sequences and steps "
                  "at every T (steps check). Beside it pe_dim_best: the best case W = c I at "
                  "its best c, fresh positional draws per sequence, no training.", ""]
-        rows = [[str(r["seq_len"]), star_text(r), bracket_text(r), r["status"],
-                 str(r["pe_dim_best"]), fmt(r["star_over_best"], ".2f"), r2_text(r),
-                 fmt(r["lr_at_star"], "g"), steps_text(r), f"{r['q_log_t']:.1f}",
-                 rates_text(r)] for r in s["critical"]]
-        lines += markdown_table(["T", "pe_dim*", "bracket", "search", "pe_dim_best",
-                                 "/ best", "held-out R^2", "rate at pe_dim*",
-                                 "2x steps (val R^2)", "q log T", "rate chosen per pe_dim"],
-                                rows, ["r", "r", "r", "l", "r", "r", "r", "r", "l", "r", "l"])
+        lines += critical_table(s["critical"], [
+            "T", "width", "bracket", "search",
+            Column("pe_dim_best", lambda r: str(r["pe_dim_best"])),
+            Column("/ best", lambda r: fmt(r["star_over_best"], ".2f")),
+            "held-out R^2", "rate", "2x steps",
+            Column("q log T", lambda r: f"{r['q_log_t']:.1f}"), "rates"],
+            width="pe_dim*", rate="rate at pe_dim*", rates="rate chosen per pe_dim")
         lines += ["", f"Log-log slope of pe_dim* against T: {fmt(s['slope'], '.2f')}"
                   + _interval(s) + f"; of pe_dim_best: {fmt(s['best_slope'], '.2f')}."]
-        lines += [f"At T={r['seq_len']}: {r['reason']}." for r in s["critical"]
-                  if r["status"] not in ("found",)]
-        return lines
+        return lines + reason_lines(s["critical"])
 
     def figures(self):
         return {"width_scaling.png": plot_width_scaling}
