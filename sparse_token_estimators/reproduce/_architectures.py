@@ -30,7 +30,6 @@ from ._bracket import (
     critical_section,
     critical_table,
     lockstep,
-    population_fit,
     protocol_searches,
     reason_lines,
 )
@@ -101,22 +100,18 @@ def _start(config, model, T, previous):
     return config.scaling_pe_start if family == "transformer" else START
 
 
-def _search_fit(config, model, T, width, lr, times):
-    return population_fit(config, model, T, width, lr, times, config.architecture_n_train)
-
-
 def searches(config):
     """Generator: each layout's searches (:func:`._bracket.protocol_searches`, one per
     model, each T in increasing order starting from the width found at the T before),
     both layouts side by side; returns ``{T: {model: outcome}}``."""
-    common = {"start": partial(_start, config), "stop": partial(_stop, config),
+    common = {"n_train": lambda T: config.architecture_n_train,
+              "start": partial(_start, config), "stop": partial(_stop, config),
               "floor": lambda model, T: FLOOR}
-    make = partial(_search_fit, config)
     found = yield from lockstep({
         "indicator": protocol_searches(config, config.architecture_seq_lens(), SEARCHED,
-                                       make, **common),
+                                       **common),
         "query": protocol_searches(config, config.query_seq_lens(), query_searched(config),
-                                   make, **common)})
+                                   **common)})
     merged = {}
     for outcomes in found.values():
         for T, by_model in outcomes.items():
@@ -153,8 +148,8 @@ class Architectures(Experiment):
         queried = {T for T, by_model in (found or {}).items()
                    if any(layout(m) == "query" for m in by_model)}
         best = {T: best_case(T, q, TARGET_R2) for T in sorted(queried)}
-        section = critical_section(config, found, records, partial(_search_fit, config),
-                                   "width", partial(_extra, config, best))
+        section = critical_section(config, found, records, "width",
+                                   partial(_extra, config, best))
         for p in section["points"]:
             p["layout"] = layout(p["model"])
         rows = []

@@ -42,20 +42,22 @@ def _best(means):
 
 def protocol_search(config, search, make_fit, rates):
     """Generator: the requests of one search (``search_steps(...)``) as rounds of fits;
-    returns what the search returned, with ``chosen_lr`` (width -> rate) and
-    ``chosen_lr_per_seed`` (width -> {seed: that seed's best rate}).
+    returns what the search returned, with ``chosen_lr`` (width -> rate),
+    ``chosen_lr_per_seed`` (width -> {seed: that seed's best rate}) and ``fits``
+    (``(width, lr, times, fit)`` of every fit it asked for).
 
     A request ``(width, 1)`` is fitted at every rate of ``rates``
     (``make_fit(width, lr, 1)``) and scored by the best mean validation R^2 over
     the seeds; ``(width, 2)`` at the rate chosen there, with twice the steps."""
     seeds = config.seeds()
-    chosen, per_seed = {}, {}
+    chosen, per_seed, made = {}, {}, []
     request = next(search)
     while True:
         width, times = request
         asked = rates if times == 1 else [chosen[width]] if chosen.get(width) is not None \
             else []
         fits = {lr: make_fit(width, lr, times) for lr in asked}
+        made += [(width, lr, times, f) for lr, f in fits.items()]
         records = yield list(fits.values())
         best, score = _best({lr: float(np.mean([records[f, s]["val_r2"] for s in seeds]))
                              for lr, f in fits.items()})
@@ -66,7 +68,8 @@ def protocol_search(config, search, make_fit, rates):
         try:
             request = search.send(score)
         except StopIteration as end:
-            return {**end.value, "chosen_lr": chosen, "chosen_lr_per_seed": per_seed}
+            return {**end.value, "chosen_lr": chosen, "chosen_lr_per_seed": per_seed,
+                    "fits": made}
 
 
 def lockstep(searches):
@@ -99,12 +102,12 @@ def width_multiple(model):
         dict(spec.params).get("positional_encoding") == "rope" else 1
 
 
-def protocol_searches(config, lens, keys, make_fit, *, start, stop, floor):
+def protocol_searches(config, lens, keys, *, n_train, start, stop, floor):
     """Generator: at each T of ``lens`` in increasing order, one :func:`protocol_search` per
     model of ``keys`` (keys of ``MODELS``), in :func:`lockstep`, at the rates of each
-    model's family.
+    model's family, training on ``n_train(T)`` fresh sequences every epoch
+    (:func:`population_fit`).
 
-    ``make_fit(key, T, width, lr, times)`` (``times`` = 2: twice the steps);
     ``start(key, T, outcome at the T before or None)``, ``stop(key, T)``,
     ``floor(key, T)``: the search's first, widest and narrowest width (each taken to a
     multiple of :func:`width_multiple`). Returns ``{T: {key: outcome}}``.
@@ -118,14 +121,15 @@ def protocol_searches(config, lens, keys, make_fit, *, start, stop, floor):
             first = min(max(start(key, T, previous.get(key)), bottom), top) // m * m
             search = search_steps(first, target=TARGET_R2, stop=top, floor=bottom,
                                   factor=2.0, refine=REFINE, multiple=m)
-            searches[key] = protocol_search(config, search, partial(make_fit, key, T),
-                                            config.lr_grid(MODELS[key].family))
+            searches[key] = protocol_search(
+                config, search, partial(population_fit, config, key, T, n_train(T)),
+                config.lr_grid(MODELS[key].family))
         done = yield from lockstep(searches)
         found[T] = previous = {key: done[key] for key in keys}
     return found
 
 
-def population_fit(config, model, T, width, lr, times, n_train):
+def population_fit(config, model, T, n_train, width, lr, times):
     """A critical-width fit: ``model`` at ``width`` on the population at T, at rate ``lr``,
     ``times`` times ``n_train`` fresh sequences every epoch (twice: twice the steps).
 
@@ -139,22 +143,15 @@ def population_fit(config, model, T, width, lr, times, n_train):
 POINT_RECORD = ("n_train", "val_r2", "test_r2", "test_loss", "test_loss_se", "fit_cpu_s")
 
 
-def collect_points(config, records, found, make_fit, parameter):
-    """Every fit of the searches, a row per (T, key, width, rate, steps, seed), and the
-    mean over seeds at each width's chosen rate (1x steps).
-
-    ``found`` is :func:`protocol_searches`'s ``{T: {key: outcome}}``;
-    ``make_fit(key, T, width, lr, times)`` as there.
-    """
+def collect_points(config, records, found, parameter):
+    """Every fit of the searches (``found``: :func:`protocol_searches`'s ``{T: {key:
+    outcome}}``), a row per (T, key, width, rate, steps, seed), and the mean over seeds
+    at each width's chosen rate (1x steps)."""
     points = []
     for T, outcomes in found.items():
         for model, o in outcomes.items():
-            grid = config.lr_grid(MODELS[model].family)
-            asked = [(w, lr, 1) for w in o["scores"] for lr in grid]
-            asked += [(w, o["chosen_lr"][w], 2) for w in o["doubled_scores"]
-                      if o["chosen_lr"].get(w) is not None]
-            for w, lr, times in asked:
-                fit = make_fit(model, T, w, lr, times)
+            # the rows in increasing width, those with twice the steps last
+            for w, lr, times, fit in sorted(o["fits"], key=lambda f: (f[2], f[0])):
                 for seed in config.seeds():
                     r = records[fit, seed]
                     points.append({"model": model, "model_name": r["model_name"],
@@ -219,18 +216,6 @@ def critical_rows(config, found, summary, extra):
     return rows
 
 
-def bracket_text(row):
-    """A critical row's bracket as a table shows it: ``(lower, star]``, "-" where none."""
-    return f"({row['lower'] or '-'}, {row['star'] or '-'}]"
-
-
-def r2_text(row):
-    """A critical row's held-out R^2 at its width: ``mean ± sd``, "-" where none."""
-    if row["test_r2_mean"] is None:
-        return "-"
-    return f"{row['test_r2_mean']:.3f} ± {row['test_r2_sd']:.3f}"
-
-
 def star_text(row, offset=0):
     """A critical row's width as a table shows it: the width, "> stop", or "-"."""
     if row["star"]:
@@ -240,35 +225,24 @@ def star_text(row, offset=0):
     return "-"
 
 
-def steps_text(row):
-    """The steps check of a critical row: mean validation R^2 with twice the steps at
-    each refitted width (its chosen rate), "-" where none ran."""
-    doubled = row["doubled_scores"]
-    if not doubled:
-        return "-"
-    return ", ".join(f"{w}: {v:.3f}" for w, v in doubled.items())
-
-
-def rates_text(row):
-    """The chosen rate at each evaluated width of a critical row."""
-    return ", ".join(f"{w}: {lr:g}" if lr is not None else f"{w}: -"
-                     for w, lr in row["chosen_lr"].items())
-
-
 #: a column of a critical-width table: its header, the text of a row's cell, "l" or "r"
 Column = namedtuple("Column", "header cell align", defaults=("r",))
 
 #: the columns of every critical-width table, by name; the headers of "width", "rate"
-#: and "rates" are each table's own (:func:`critical_table`)
+#: and "rates" are each table's own (:func:`critical_table`); "-" where there is none
 COLUMNS = {
     "T": Column("T", lambda r: str(r["seq_len"])),
     "width": Column(None, lambda r: star_text(r, r.get("width_offset", 0))),
-    "bracket": Column("bracket", bracket_text),
+    "bracket": Column("bracket", lambda r: f"({r['lower'] or '-'}, {r['star'] or '-'}]"),
     "search": Column("search", lambda r: r["status"], "l"),
-    "held-out R^2": Column("held-out R^2", r2_text),
+    "held-out R^2": Column("held-out R^2", lambda r: "-" if r["test_r2_mean"] is None
+                           else f"{r['test_r2_mean']:.3f} ± {r['test_r2_sd']:.3f}"),
     "rate": Column(None, lambda r: fmt(r["lr_at_star"], "g")),
-    "2x steps": Column("2x steps (val R^2)", steps_text, "l"),
-    "rates": Column(None, rates_text, "l"),
+    # the mean validation R^2 with twice the steps at each width refitted
+    "2x steps": Column("2x steps (val R^2)", lambda r: ", ".join(
+        f"{w}: {v:.3f}" for w, v in r["doubled_scores"].items()) or "-", "l"),
+    "rates": Column(None, lambda r: ", ".join(
+        f"{w}: {fmt(lr, 'g')}" for w, lr in r["chosen_lr"].items()), "l"),
 }
 
 
@@ -303,11 +277,11 @@ def scoring_text(section, n_seeds):
             f"Adam at a constant rate) reaches {section['target_r2']}")
 
 
-def critical_section(config, found, records, make_fit, parameter, extra):
+def critical_section(config, found, records, parameter, extra):
     """A critical-width experiment's section: every fit, the mean over seeds at each
     width's chosen rate, a row per (T, key) with ``extra(key, T)``, each seed's own width,
     and the rate grids."""
-    points, summary = collect_points(config, records, found, make_fit, parameter)
+    points, summary = collect_points(config, records, found, parameter)
     keys = {k for outcomes in found.values() for k in outcomes}
     return {"target_r2": TARGET_R2, "refine": REFINE, "protocol": "second set",
             "lr_grids": {MODELS[m].family: list(config.lr_grid(MODELS[m].family))

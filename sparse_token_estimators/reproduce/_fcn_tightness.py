@@ -12,8 +12,6 @@ at the bound's width and stops at 4 T d, the verdict's limit; trained on
 pe_dim* of the transformer's scaling law and m* of the FCN against T d.
 """
 
-from functools import partial
-
 import numpy as np
 
 from ..theory import fcn_critical_width
@@ -22,7 +20,6 @@ from ._bracket import (
     Column,
     critical_section,
     critical_table,
-    population_fit,
     protocol_searches,
     reason_lines,
     scoring_text,
@@ -38,10 +35,6 @@ MODEL = "fcn_tightness"
 MAX_FACTOR = 4
 
 
-def _fit(config, key, T, width, lr, times):
-    return population_fit(config, key, T, width, lr, times, config.tightness_n_train(T))
-
-
 def _floor(config, T):
     return fcn_critical_width(T, config.n_selected, config.token_dim, TARGET_R2)
 
@@ -53,7 +46,7 @@ class FCNTightness(Experiment):
     def search(self, config):
         d = config.token_dim
         return protocol_searches(
-            config, config.tightness_seq_lens(), [MODEL], partial(_fit, config),
+            config, config.tightness_seq_lens(), [MODEL], n_train=config.tightness_n_train,
             start=lambda key, T, previous: _floor(config, T),
             stop=lambda key, T: MAX_FACTOR * T * d,
             floor=lambda key, T: max(1, min(_floor(config, T), T * d) // 2))
@@ -72,8 +65,7 @@ class FCNTightness(Experiment):
         return {"max_factor": MAX_FACTOR, "model": MODEL,
                 "model_name": model_name(MODEL, config),
                 "lr_grid": list(config.lr_grid("fcn")),
-                **critical_section(config, found, records, partial(_fit, config),
-                                   "hidden_width", extra)}
+                **critical_section(config, found, records, "hidden_width", extra)}
 
     tables = {"fcn_tightness_points.csv": "points", "fcn_tightness.csv": "critical",
               "fcn_tightness_per_seed.csv": "critical_per_seed"}

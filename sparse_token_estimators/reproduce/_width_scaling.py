@@ -15,7 +15,6 @@ the best case W = c I at its best c with fresh draws per sequence
 """
 
 import math
-from functools import partial
 
 import numpy as np
 
@@ -25,7 +24,6 @@ from ._bracket import (
     Column,
     critical_section,
     critical_table,
-    population_fit,
     protocol_searches,
     reason_lines,
     scoring_text,
@@ -35,10 +33,6 @@ from ._figures import STYLES, legend_beside, legend_or_note, pyplot
 from ._models import model_name
 
 MODEL = "paper_scaling"
-
-
-def _fit(config, key, T, pe_dim, lr, times):
-    return population_fit(config, key, T, pe_dim, lr, times, config.scaling_n_train)
 
 
 def bootstrap_slope(points_by_T, seeds, *, n_boot=1000, level=0.9, random_state=0,
@@ -80,7 +74,8 @@ class WidthScaling(Experiment):
 
     def search(self, config):
         return protocol_searches(
-            config, config.scaling_seq_lens(), [MODEL], partial(_fit, config),
+            config, config.scaling_seq_lens(), [MODEL],
+            n_train=lambda T: config.scaling_n_train,
             start=lambda key, T, previous: previous["width"] if previous and previous["width"]
             else config.scaling_pe_start,
             stop=lambda key, T: config.scaling_pe_stop,
@@ -90,7 +85,7 @@ class WidthScaling(Experiment):
         q = config.n_selected
         best = {T: best_case(T, q, TARGET_R2) for T in found}
         s = critical_section(
-            config, found, records, partial(_fit, config), "pe_dim", lambda key, T: {
+            config, found, records, "pe_dim", lambda key, T: {
                 "width_star": None if found[T][key]["width"] is None
                 else config.token_dim + found[T][key]["width"],
                 "pe_dim_best": best[T],
