@@ -57,6 +57,8 @@ QUERY_LENGTH_MODELS = tuple(f"query_{m}" for m in QUERY_MODELS if m != "fcn")
 SANITY = "query_encoder_none"
 #: where the searches start and how far down they may go
 START, FLOOR = 4, 1
+#: the layouts, in the order of the summary's tables and the panels
+LAYOUTS = ("indicator", "query")
 
 
 def layout(model):
@@ -100,25 +102,6 @@ def _start(config, model, T, previous):
     return config.scaling_pe_start if family == "transformer" else START
 
 
-def searches(config):
-    """Generator: each layout's searches (:func:`._bracket.protocol_searches`, one per
-    model, each T in increasing order starting from the width found at the T before),
-    both layouts side by side; returns ``{T: {model: outcome}}``."""
-    common = {"n_train": lambda T: config.architecture_n_train,
-              "start": partial(_start, config), "stop": partial(_stop, config),
-              "floor": lambda model, T: FLOOR}
-    found = yield from lockstep({
-        "indicator": protocol_searches(config, config.architecture_seq_lens(), SEARCHED,
-                                       **common),
-        "query": protocol_searches(config, config.query_seq_lens(), query_searched(config),
-                                   **common)})
-    merged = {}
-    for outcomes in found.values():
-        for T, by_model in outcomes.items():
-            merged.setdefault(T, {}).update(by_model)
-    return dict(sorted(merged.items()))
-
-
 def _extra(config, best, model, T):
     """What a critical row adds: its layout, the theory's widths at T, the stop, and the
     offset of its compared width (d for the paper's model: d + pe_dim)."""
@@ -141,7 +124,22 @@ class Architectures(Experiment):
                    for T in config.query_seq_lens()])
 
     def search(self, config):
-        return searches(config)
+        """Generator: each layout's searches (:func:`._bracket.protocol_searches`, one per
+        model, each T in increasing order starting from the width found at the T before),
+        both layouts side by side; returns ``{T: {model: outcome}}``."""
+        common = {"n_train": lambda T: config.architecture_n_train,
+                  "start": partial(_start, config), "stop": partial(_stop, config),
+                  "floor": lambda model, T: FLOOR}
+        found = yield from lockstep({
+            "indicator": protocol_searches(config, config.architecture_seq_lens(), SEARCHED,
+                                           **common),
+            "query": protocol_searches(config, config.query_seq_lens(),
+                                       query_searched(config), **common)})
+        merged = {}
+        for outcomes in found.values():
+            for T, by_model in outcomes.items():
+                merged.setdefault(T, {}).update(by_model)
+        return dict(sorted(merged.items()))
 
     def collect(self, config, records, found=None):
         T0, seeds, d, q = config.seq_len, config.seeds(), config.token_dim, config.n_selected
@@ -207,8 +205,7 @@ class Architectures(Experiment):
                            "rows: content can select)"),
                           ("query", "Query layout (the subset as q rows of positions after "
                            "the tokens: only position can select)")):
-            rows = sorted((r for r in s["critical"] if r.get("layout", "indicator") == lay),
-                          key=_order)
+            rows = sorted(_in_layout(s["critical"], lay), key=_order)
             if not rows:
                 continue
             lines += [f"{what}:", ""]
@@ -241,10 +238,14 @@ class Architectures(Experiment):
                 "architectures_lengths.png": plot_lengths}
 
 
-def _lens(section, lay="indicator"):
+def _in_layout(rows, lay):
+    """The rows of a layout (rows of results from before the query layout: the indicator's)."""
+    return [r for r in rows if r.get("layout", "indicator") == lay]
+
+
+def _lens(section, lay):
     """The T of a layout's width searches, increasing."""
-    return sorted({r["seq_len"] for r in section["critical"]
-                   if r.get("layout", "indicator") == lay})
+    return sorted({r["seq_len"] for r in _in_layout(section["critical"], lay)})
 
 
 _ORDER = (*SEARCHED, *(f"query_{m}" for m in QUERY_MODELS))
@@ -260,8 +261,17 @@ def _present(section, lay=None):
             and (lay is None or layout(m) == lay)]
 
 
-def _what(row_or_model):
-    model = row_or_model if isinstance(row_or_model, str) else row_or_model["model"]
+def _width(row):
+    """The width a critical row found, as compared (d + pe_dim for the paper's model)."""
+    return row.get("width_offset", 0) + row["star"] if row["star"] else None
+
+
+def _widest(row):
+    """The widest width a critical row's search fitted, as compared."""
+    return row.get("width_offset", 0) + max(row["evaluated"])
+
+
+def _what(model):
     return MODELS[model].name.split(" (")[0].replace("transformer encoder, ", "encoder, ")
 
 
@@ -280,26 +290,25 @@ def sentences(results):
         if not rows:
             continue
         what = f"{_what(model)} ({layout(model)} layout)"
-        offset = rows[0].get("width_offset", 0)
         found = [r for r in rows if r["star"]]
         text = f"{what}: "
         if found:
             text += (f"smallest width reaching R^2 {target}: "
-                     + ", ".join(f"{offset + r['star']} at T={r['seq_len']}" for r in found)
+                     + ", ".join(f"{_width(r)} at T={r['seq_len']}" for r in found)
                      + f" (d = {config.token_dim}; "
-                     + ("below T d at each" if all(offset + r["star"] < r["td"] for r in found)
+                     + ("below T d at each" if all(_width(r) < r["td"] for r in found)
                         else "not below T d at each") + ")")
         missed = [r for r in rows if not r["star"]]
         if missed:
             text += ("; " if found else "") + "not reached " + ", ".join(
-                f"at T={r['seq_len']} up to width {offset + max(r['evaluated'])} ({r['status']})"
+                f"at T={r['seq_len']} up to width {_widest(r)} ({r['status']})"
                 for r in missed)
         out.append(text + ".")
     names = {m: results["models"][m]["name"] for m in _present(s)}
     keeps = [m for m in _present(s) if r2(m, 1) >= target and r2(m, top) >= target]
     out.append(f"At width {s['width']}, R^2 stays at or above {target} from T to {top}T for: "
                + (", ".join(names[m] for m in keeps) if keeps else "none") + ".")
-    for lay in ("indicator", "query"):
+    for lay in LAYOUTS:
         encoders = [m for m in _present(s, lay) if "encoder_" in m]
         if encoders:
             spread = [r2(m, top) for m in encoders]
@@ -328,10 +337,6 @@ COLORS = {"encoder_none": "tab:blue", "gru": "tab:green", "lstm": "tab:orange",
 NOT_REACHED_SPREAD = 0.12
 
 
-#: the layouts, in the order of the panels
-LAYOUTS = ("indicator", "query")
-
-
 def _panels(layouts, size):
     """A figure with one panel of ``size`` (inches) per layout: ``(fig, [(ax, layout)])``."""
     fig, axes = pyplot().subplots(1, max(1, len(layouts)), layout="constrained",
@@ -346,7 +351,7 @@ def plot_architectures(results):
     config, s = config_of(results), results["architectures"]
     fig, panels = _panels([lay for lay in LAYOUTS if _lens(s, lay)], (6.5, 6))
     for ax, lay in panels:
-        rows = [r for r in s["critical"] if r.get("layout", "indicator") == lay]
+        rows = _in_layout(s["critical"], lay)
         (_width_bars if len(_lens(s, lay)) == 1 else _width_lines)(ax, s, rows)
         ax.set_title(f"{lay.capitalize()} layout: smallest width with validation R^2 >= "
                      f"{s['target_r2']}", fontsize=MIN_FONT + 1)
@@ -368,8 +373,7 @@ def plot_lengths(results):
                         marker=MARKERS[_base(model)], markersize=4, color=COLORS[_base(model)],
                         label=_what(model),
                         linestyle="-" if "encoder_" in model else "--")
-        length_axes(ax, config, [r for r in s["lengths_summary"]
-                                 if r.get("layout", "indicator") == lay],
+        length_axes(ax, config, _in_layout(s["lengths_summary"], lay),
                     title=f"{lay.capitalize()} layout: width {s['width']}, trained at T")
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, fontsize=MIN_FONT)
     fig.suptitle(f"More architectures per length (beyond the paper; {task_title(config)})",
@@ -377,16 +381,11 @@ def plot_lengths(results):
     return fig
 
 
-def _width(row):
-    return row.get("width_offset", 0) + row["star"] if row["star"] else None
-
-
 def _width_bars(ax, s, rows):
     """One T: a bar per searched model, T d and the FCN bound's width as lines."""
     # the value in the tick label, not over the bar: no reference line strikes it
-    labels = [_what(r).replace("encoder, ", "encoder,\n") + "\n"
-              + (f"{_width(r)}" if r["star"] else
-                 f"none up to {r.get('width_offset', 0) + max(r['evaluated'])}")
+    labels = [_what(r["model"]).replace("encoder, ", "encoder,\n") + "\n"
+              + (f"{_width(r)}" if r["star"] else f"none up to {_widest(r)}")
               for r in rows]
     stars = [_width(r) or 0 for r in rows]
     td, bound = rows[0]["td"], rows[0]["fcn_bound_width"]
@@ -414,8 +413,7 @@ def _width_lines(ax, s, rows):
     missed = [r for r in sorted(rows, key=_order) if not r["star"]]
     sharing = {}
     for r in missed:
-        sharing.setdefault((r["seq_len"], r.get("width_offset", 0) + max(r["evaluated"])),
-                           []).append(r["model"])
+        sharing.setdefault((r["seq_len"], _widest(r)), []).append(r["model"])
     for model in dict.fromkeys(r["model"] for r in sorted(rows, key=_order)):
         mine = select(rows, _order, model=model)
         found = [r for r in mine if r["star"]]
@@ -425,7 +423,7 @@ def _width_lines(ax, s, rows):
         ax.scatter([r["seq_len"] for r in unsettled], [_width(r) for r in unsettled], s=90,
                    marker="o", facecolors="none", edgecolors=COLORS[_base(model)], zorder=3)
         for r in (r for r in missed if r["model"] == model):
-            point = (r["seq_len"], r.get("width_offset", 0) + max(r["evaluated"]))
+            point = (r["seq_len"], _widest(r))
             k, i = len(sharing[point]), sharing[point].index(model)
             ax.scatter(point[0] * 2 ** (NOT_REACHED_SPREAD * (i - (k - 1) / 2)), point[1],
                        marker="^", s=50, color=COLORS[_base(model)], zorder=3)

@@ -27,7 +27,14 @@ from ._bracket import (
     star_text,
 )
 from ._experiment import Experiment, config_of, fmt, markdown_table
-from ._figures import STYLES, legend_or_note, powers_of_two_ticks, pyplot
+from ._figures import (
+    STYLES,
+    found_with_bracket,
+    legend_or_note,
+    not_reached,
+    powers_of_two_ticks,
+    pyplot,
+)
 from ._models import model_name
 
 MODEL = "fcn_tightness"
@@ -131,19 +138,16 @@ def plot_critical_widths(results):
         every = results.get(key, {}).get("critical", [])
         missed = [r for r in every if not r["star"] and r["lower"]]
         if missed:
-            ax.scatter([r["td"] for r in missed], [offset + r["lower"] for r in missed],
-                       marker="^", s=50, color=STYLES[model].get("color"),
-                       label=f"{label.split(':')[0]}: not reached up to here")
+            not_reached(ax, [r["td"] for r in missed], [offset + r["lower"] for r in missed],
+                        color=STYLES[model].get("color"),
+                        label=f"{label.split(':')[0]}: not reached up to here")
             plotted += [r["td"] for r in missed] + [offset + r["lower"] for r in missed]
         rows = [r for r in every if r["star"]]
         if not rows:
             continue
-        td = np.array([r["td"] for r in rows], dtype=float)
-        star = np.array([offset + r["star"] for r in rows], dtype=float)
-        low = np.array([offset + (r["lower"] or r["star"]) for r in rows], dtype=float)
-        ax.errorbar(td, star, yerr=[star - low, np.zeros_like(star)], capsize=3,
-                    label=label, **STYLES[model])
-        plotted += list(td) + list(star)
+        td = [r["td"] for r in rows]
+        plotted += td + list(found_with_bracket(ax, td, rows, offset, label=label,
+                                                **STYLES[model]))
     best = [r for r in results.get("width_scaling", {}).get("critical", [])
             if r.get("pe_dim_best")]
     if best:

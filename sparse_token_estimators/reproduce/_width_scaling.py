@@ -29,7 +29,7 @@ from ._bracket import (
     scoring_text,
 )
 from ._experiment import Experiment, best_case, config_of, fmt, loglog_slope
-from ._figures import STYLES, legend_beside, legend_or_note, pyplot
+from ._figures import STYLES, found_with_bracket, legend_beside, legend_or_note, not_reached, pyplot
 from ._models import model_name
 
 MODEL = "paper_scaling"
@@ -155,11 +155,9 @@ def plot_width_scaling(results):
     fig, ax = plt.subplots(figsize=(10, 4.6), layout="constrained")
     if rows:
         lens = np.array([r["seq_len"] for r in rows], dtype=float)
-        stars = np.array([r["star"] for r in rows], dtype=float)
-        lower = np.array([r["lower"] or r["star"] for r in rows], dtype=float)
-        ax.errorbar(lens, stars, yerr=[stars - lower, np.zeros_like(stars)], capsize=3,
-                    label=f"pe_dim* (mean R^2 over {config.n_seeds} seeds); bar: bracket",
-                    **STYLES["paper"])
+        stars = found_with_bracket(
+            ax, lens, rows, label=f"pe_dim* (mean R^2 over {config.n_seeds} seeds); bar: bracket",
+            **STYLES["paper"])
         seeds = [p for p in s["critical_per_seed"] if p["star"] is not None]
         ax.scatter([p["seq_len"] * (1 + 0.03 * (p["seed"] % 3 - 1)) for p in seeds],
                    [p["star"] for p in seeds], s=14, marker="x", color="tab:blue", alpha=0.6,
@@ -172,8 +170,8 @@ def plot_width_scaling(results):
             ax.plot(ts, first * curve / curve[0], linestyle=style, color="gray",
                     label=f"{label}, scaled through the first point")
     every = sorted(s["critical"], key=lambda r: r["seq_len"])
+    lens_all = [r["seq_len"] for r in every]
     if every:
-        lens_all = [r["seq_len"] for r in every]
         best = np.array([r["pe_dim_best"] for r in every], dtype=float)
         ax.plot(lens_all, best, color="black", marker="s", markersize=4,
                 label="pe_dim_best: best case W = c I, fresh draws (theory, no training)")
@@ -181,13 +179,12 @@ def plot_width_scaling(results):
                 label="1.5 x pe_dim_best (verdict 4's limit)")
     missed = [r for r in s["critical"] if r["star"] is None and r["lower"]]
     if missed:
-        ax.scatter([r["seq_len"] for r in missed], [r["lower"] for r in missed], marker="^",
-                   s=50, color="tab:blue", label="not reached up to this pe_dim")
-    if rows or missed or every:
-        every = sorted(r["seq_len"] for r in s["critical"])
+        not_reached(ax, [r["seq_len"] for r in missed], [r["lower"] for r in missed],
+                    color="tab:blue", label="not reached up to this pe_dim")
+    if every:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
-        ax.set_xticks(every, [str(int(T)) for T in every])
+        ax.set_xticks(lens_all, [str(T) for T in lens_all])
     ax.set(xlabel="sequence length T", ylabel="pe_dim* (validation R^2 >= "
            f"{s['target_r2']})",
            title=f"Transformer width scaling, paper's model on the population\n"
