@@ -102,10 +102,10 @@ def _start(config, model, T, previous):
     return config.scaling_pe_start if family == "transformer" else START
 
 
-def _extra(config, best, model, T):
+def _extra(config, best, row):
     """What a critical row adds: its layout, the theory's widths at T, the stop, and the
     offset of its compared width (d for the paper's model: d + pe_dim)."""
-    d = config.token_dim
+    d, model, T = config.token_dim, row["model"], row["seq_len"]
     return {"layout": layout(model), "stop": _stop(config, model, T),
             "width_offset": d if MODELS[model].family == "transformer" else 0,
             "fcn_bound_width": fcn_critical_width(T, config.n_selected, d, TARGET_R2),

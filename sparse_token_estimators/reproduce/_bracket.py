@@ -192,14 +192,15 @@ def _by_width(values):
 
 def critical_rows(config, found, summary, extra):
     """One row per (T, key): the critical width found, its bracket, status and reason,
-    the chosen rates, the steps check and the held-out R^2 at the chosen rate."""
+    the chosen rates, the steps check, the held-out R^2 at the chosen rate and what
+    ``extra(row)`` adds."""
     rows = []
     for T, outcomes in found.items():
         for key, o in outcomes.items():
             lower, upper = o["bracket"]
             star = o["width"]
             at = find(summary, key=key, seq_len=T, value=star) if star else None
-            rows.append({
+            row = {
                 "key": key, "model": key,
                 "model_name": model_name(key, config), "seq_len": T,
                 "star": star, "lower": lower, "status": o["status"], "reason": o["reason"],
@@ -212,7 +213,8 @@ def critical_rows(config, found, summary, extra):
                 "lr_at_star": o["chosen_lr"].get(star) if star else None,
                 **{k: at[k] if at else None for k in ("val_r2_mean", "test_r2_mean",
                                                       "test_r2_sd")},
-                "td": T * config.token_dim, **extra(key, T)})
+                "td": T * config.token_dim}
+            rows.append({**row, **extra(row)})
     return rows
 
 
@@ -279,7 +281,7 @@ def scoring_text(section, n_seeds):
 
 def critical_section(config, found, records, parameter, extra):
     """A critical-width experiment's section: every fit, the mean over seeds at each
-    width's chosen rate, a row per (T, key) with ``extra(key, T)``, each seed's own width,
+    width's chosen rate, a row per (T, key) with ``extra(row)``, each seed's own width,
     and the rate grids."""
     points, summary = collect_points(config, records, found, parameter)
     keys = {k for outcomes in found.values() for k in outcomes}

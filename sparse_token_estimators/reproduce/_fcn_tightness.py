@@ -61,13 +61,12 @@ class FCNTightness(Experiment):
     def collect(self, config, records, found=None):
         d = config.token_dim
 
-        def extra(key, T):
-            o = found[T][key]
+        def extra(row):
+            T, n_train = row["seq_len"], config.tightness_n_train(row["seq_len"])
             return {"stop": MAX_FACTOR * T * d, "bound_width": _floor(config, T),
-                    "n_train": config.tightness_n_train(T),
-                    "steps": config.tightness_training.steps(config.tightness_n_train(T)),
-                    "star_over_td": None if o["width"] is None else o["width"] / (T * d),
-                    "bound_over_td": _floor(config, T) / (T * d)}
+                    "n_train": n_train, "steps": config.tightness_training.steps(n_train),
+                    "star_over_td": None if row["star"] is None else row["star"] / row["td"],
+                    "bound_over_td": _floor(config, T) / row["td"]}
 
         return {"max_factor": MAX_FACTOR, "model": MODEL,
                 "model_name": model_name(MODEL, config),

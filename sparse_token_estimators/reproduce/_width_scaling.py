@@ -42,11 +42,11 @@ def bootstrap_slope(points_by_T, seeds, *, n_boot=1000, level=0.9, random_state=
     Resamples the seeds with replacement; in each resample the critical width
     at each T is the smallest evaluated width whose mean validation R^2 over
     the resampled seeds reaches ``target``. Returns ``(low, high, n_used)``
-    (NaN when fewer than two seeds or no resample has a width at every T).
+    (None, None when fewer than two seeds or no resample has a width at every T).
     """
     lens = sorted(points_by_T)
     if len(seeds) < 2 or len(lens) < 2:
-        return math.nan, math.nan, 0
+        return None, None, 0
     rng = np.random.default_rng(random_state)
     tables = {T: {(p["value"], p["seed"]): p["val_r2"] for p in points_by_T[T]} for T in lens}
     widths = {T: sorted({w for w, _ in tables[T]}) for T in lens}
@@ -62,7 +62,7 @@ def bootstrap_slope(points_by_T, seeds, *, n_boot=1000, level=0.9, random_state=
         if all(stars):
             slopes.append(loglog_slope(lens, stars))
     if not slopes:
-        return math.nan, math.nan, 0
+        return None, None, 0
     tail = 100 * (1 - level) / 2
     return float(np.percentile(slopes, tail)), float(np.percentile(slopes, 100 - tail)), \
         len(slopes)
@@ -84,14 +84,15 @@ class WidthScaling(Experiment):
     def collect(self, config, records, found=None):
         q = config.n_selected
         best = {T: best_case(T, q, TARGET_R2) for T in found}
-        s = critical_section(
-            config, found, records, "pe_dim", lambda key, T: {
-                "width_star": None if found[T][key]["width"] is None
-                else config.token_dim + found[T][key]["width"],
-                "pe_dim_best": best[T],
-                "star_over_best": None if found[T][key]["width"] is None
-                else found[T][key]["width"] / best[T],
-                "q_log_t": transformer_pe_scale(T, q)})
+
+        def extra(row):
+            star, T = row["star"], row["seq_len"]
+            return {"width_star": None if star is None else config.token_dim + star,
+                    "pe_dim_best": best[T],
+                    "star_over_best": None if star is None else star / best[T],
+                    "q_log_t": transformer_pe_scale(T, q)}
+
+        s = critical_section(config, found, records, "pe_dim", extra)
         rows = [r for r in s["critical"] if r["star"] is not None]
         slope = loglog_slope([r["seq_len"] for r in rows], [r["star"] for r in rows]) \
             if len(rows) >= 2 else None
@@ -107,8 +108,7 @@ class WidthScaling(Experiment):
                 "batch_size": config.scaling_training.batch_size,
                 "lr_grid": list(config.lr_grid("transformer")), "slope": slope,
                 "best_slope": best_slope,
-                "slope_interval": [None if math.isnan(low) else low,
-                                   None if math.isnan(high) else high],
+                "slope_interval": [low, high],
                 "slope_interval_level": 0.9, "slope_bootstrap_resamples": used}
 
     tables = {"width_scaling_points.csv": "points", "width_scaling.csv": "critical",
