@@ -44,7 +44,7 @@ from ._experiment import (
     select,
     summarise,
 )
-from ._figures import MIN_FONT, length_axes, pyplot, task_title
+from ._figures import MIN_FONT, length_axes, not_reached, pyplot, task_title
 from ._models import MODELS, QUERY_MODELS, Fit, model_name
 
 #: the models whose smallest width is searched in the indicator layout
@@ -401,6 +401,7 @@ def _width_bars(ax, s, rows):
 def _width_lines(ax, s, rows):
     """Several T: each searched model's smallest width against T (log axes), beside T d,
     the FCN bound's width and d + pe_dim_best; a T not reached marked at the widest fit."""
+    rows = sorted(rows, key=_order)
     lens = sorted({r["seq_len"] for r in rows})
     by_T = {r["seq_len"]: r for r in rows}
     ax.plot(lens, [by_T[T]["td"] for T in lens], color="black", linestyle="--", label="T d")
@@ -410,26 +411,26 @@ def _width_lines(ax, s, rows):
     if best:
         ax.plot(*zip(*best), color="gray", linestyle="-.",
                 label="d + pe_dim_best: the paper's model's best case (theory)")
-    missed = [r for r in sorted(rows, key=_order) if not r["star"]]
+    missed = [r for r in rows if not r["star"]]
     sharing = {}
     for r in missed:
         sharing.setdefault((r["seq_len"], _widest(r)), []).append(r["model"])
-    for model in dict.fromkeys(r["model"] for r in sorted(rows, key=_order)):
-        mine = select(rows, _order, model=model)
-        found = [r for r in mine if r["star"]]
+    for model in dict.fromkeys(r["model"] for r in rows):
+        color = COLORS[_base(model)]
+        found = [r for r in rows if r["model"] == model and r["star"]]
         ax.plot([r["seq_len"] for r in found], [_width(r) for r in found],
-                marker=MARKERS[_base(model)], color=COLORS[_base(model)], label=_what(model))
+                marker=MARKERS[_base(model)], color=color, label=_what(model))
         unsettled = [r for r in found if r["status"] != "found"]
         ax.scatter([r["seq_len"] for r in unsettled], [_width(r) for r in unsettled], s=90,
-                   marker="o", facecolors="none", edgecolors=COLORS[_base(model)], zorder=3)
+                   marker="o", facecolors="none", edgecolors=color, zorder=3)
         for r in (r for r in missed if r["model"] == model):
             point = (r["seq_len"], _widest(r))
             k, i = len(sharing[point]), sharing[point].index(model)
-            ax.scatter(point[0] * 2 ** (NOT_REACHED_SPREAD * (i - (k - 1) / 2)), point[1],
-                       marker="^", s=50, color=COLORS[_base(model)], zorder=3)
+            not_reached(ax, point[0] * 2 ** (NOT_REACHED_SPREAD * (i - (k - 1) / 2)), point[1],
+                        color=color, zorder=3)
     if missed:
-        ax.scatter([], [], marker="^", s=50, color="gray",
-                   label="not reached up to this width (colour: the model)")
+        not_reached(ax, [], [], color="gray",
+                    label="not reached up to this width (colour: the model)")
     if any(r["star"] and r["status"] != "found" for r in rows):
         ax.scatter([], [], marker="o", s=90, facecolors="none", edgecolors="gray",
                    label="circled: unresolved (the steps check moves the bracket)")

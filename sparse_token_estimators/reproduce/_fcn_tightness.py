@@ -130,11 +130,13 @@ def plot_critical_widths(results):
     config = config_of(results)
     d = config.token_dim
     fig, ax = plt.subplots(figsize=(8, 4.6))
+    critical = {key: results.get(key, {}).get("critical", [])
+                for key in ("width_scaling", "fcn_tightness")}
     plotted = []
     for key, offset, model, label in (
             ("width_scaling", d, "paper", "transformer (paper's model): d + pe_dim*"),
             ("fcn_tightness", 0, "fcn", "FCN: m*")):
-        every = results.get(key, {}).get("critical", [])
+        every = critical[key]
         missed = [r for r in every if not r["star"] and r["lower"]]
         if missed:
             not_reached(ax, [r["td"] for r in missed], [offset + r["lower"] for r in missed],
@@ -147,8 +149,7 @@ def plot_critical_widths(results):
         td = [r["td"] for r in rows]
         plotted += td + list(found_with_bracket(ax, td, rows, offset, label=label,
                                                 **STYLES[model]))
-    best = [r for r in results.get("width_scaling", {}).get("critical", [])
-            if r.get("pe_dim_best")]
+    best = [r for r in critical["width_scaling"] if r.get("pe_dim_best")]
     if best:
         ax.plot([r["td"] for r in best], [d + r["pe_dim_best"] for r in best], color="black",
                 marker="s", markersize=4, linestyle="-",
@@ -156,15 +157,13 @@ def plot_critical_widths(results):
         plotted += [r["td"] for r in best] + [d + r["pe_dim_best"] for r in best]
     # the bound's width at every T either search measured: the separation where no
     # FCN was fitted too (no FCN narrower than it reaches R^2 0.8)
-    lens = sorted({r["seq_len"] for key in ("width_scaling", "fcn_tightness")
-                   for r in results.get(key, {}).get("critical", [])})
-    if plotted and lens:
+    if plotted:
+        lens = sorted({r["seq_len"] for rows in critical.values() for r in rows})
         target = results.get("fcn_tightness", results.get("width_scaling"))["target_r2"]
         ax.plot([T * d for T in lens],
                 [fcn_critical_width(T, config.n_selected, d, target) for T in lens],
                 linestyle=":", color="tab:red", marker=".",
                 label="narrowest FCN the bound allows (theory)")
-    if plotted:
         span = np.geomspace(min(plotted), max(plotted), 20)
         ax.plot(span, span, color="gray", linestyle="--", label="width = T*d")
         ax.plot(span, MAX_FACTOR * span, color="gray", linestyle="-.",
