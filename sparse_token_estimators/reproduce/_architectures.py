@@ -243,11 +243,6 @@ def _in_layout(rows, lay):
     return [r for r in rows if r.get("layout", "indicator") == lay]
 
 
-def _lens(section, lay):
-    """The T of a layout's width searches, increasing."""
-    return sorted({r["seq_len"] for r in _in_layout(section["critical"], lay)})
-
-
 _ORDER = (*SEARCHED, *(f"query_{m}" for m in QUERY_MODELS))
 
 
@@ -349,10 +344,11 @@ def plot_architectures(results):
     """Smallest width against T, one panel per layout, beside T d, the FCN bound's width
     and the paper's model's best case."""
     config, s = config_of(results), results["architectures"]
-    fig, panels = _panels([lay for lay in LAYOUTS if _lens(s, lay)], (6.5, 6))
+    fig, panels = _panels([lay for lay in LAYOUTS if _in_layout(s["critical"], lay)], (6.5, 6))
     for ax, lay in panels:
         rows = _in_layout(s["critical"], lay)
-        (_width_bars if len(_lens(s, lay)) == 1 else _width_lines)(ax, s, rows)
+        one_T = len({r["seq_len"] for r in rows}) == 1
+        (_width_bars if one_T else _width_lines)(ax, s, rows)
         ax.set_title(f"{lay.capitalize()} layout: smallest width with validation R^2 >= "
                      f"{s['target_r2']}", fontsize=MIN_FONT + 1)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=MIN_FONT)

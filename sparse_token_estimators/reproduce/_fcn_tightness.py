@@ -42,7 +42,8 @@ MODEL = "fcn_tightness"
 MAX_FACTOR = 4
 
 
-def _floor(config, T):
+def _bound_width(config, T):
+    """The narrowest FCN the width-aware bound allows to reach the target at T."""
     return fcn_critical_width(T, config.n_selected, config.token_dim, TARGET_R2)
 
 
@@ -54,19 +55,19 @@ class FCNTightness(Experiment):
         d = config.token_dim
         return protocol_searches(
             config, config.tightness_seq_lens(), [MODEL], n_train=config.tightness_n_train,
-            start=lambda key, T, previous: _floor(config, T),
+            start=lambda key, T, previous: _bound_width(config, T),
             stop=lambda key, T: MAX_FACTOR * T * d,
-            floor=lambda key, T: max(1, min(_floor(config, T), T * d) // 2))
+            floor=lambda key, T: max(1, min(_bound_width(config, T), T * d) // 2))
 
     def collect(self, config, records, found=None):
         d = config.token_dim
 
         def extra(row):
             T, n_train = row["seq_len"], config.tightness_n_train(row["seq_len"])
-            return {"stop": MAX_FACTOR * T * d, "bound_width": _floor(config, T),
+            return {"stop": MAX_FACTOR * T * d, "bound_width": _bound_width(config, T),
                     "n_train": n_train, "steps": config.tightness_training.steps(n_train),
                     "star_over_td": None if row["star"] is None else row["star"] / row["td"],
-                    "bound_over_td": _floor(config, T) / row["td"]}
+                    "bound_over_td": _bound_width(config, T) / row["td"]}
 
         return {"max_factor": MAX_FACTOR, "model": MODEL,
                 "model_name": model_name(MODEL, config),
