@@ -4,7 +4,7 @@ import pytest
 
 from sparse_token_estimators._critical_width import search_steps
 from sparse_token_estimators.reproduce import SMOKE
-from sparse_token_estimators.reproduce._bracket import protocol_rounds
+from sparse_token_estimators.reproduce._bracket import protocol_search
 from sparse_token_estimators.reproduce._models import Fit
 from sparse_token_estimators.reproduce._progress import Progress
 from sparse_token_estimators.reproduce._run import run_searches
@@ -25,10 +25,11 @@ class Searching:
 
     def search(self, config):
         search = search_steps(self.start, target=0.8, stop=1024, factor=2.0, refine=2 ** 0.5)
-        rounds = protocol_rounds(
-            config, {self.seq_len: search},
-            lambda T, w, lr, times: Fit("fcn", w, T, "population", n_train=8 * times, lr=lr),
-            lambda T: config.lr_grid("fcn"))
+        rounds = protocol_search(
+            config, search,
+            lambda w, lr, times: Fit("fcn", w, self.seq_len, "population", n_train=8 * times,
+                                     lr=lr),
+            config.lr_grid("fcn"))
         request = next(rounds)
         try:
             while True:
@@ -37,7 +38,7 @@ class Searching:
                     raise RuntimeError(f"{self.name} failed")
                 request = rounds.send((yield request))
         except StopIteration as stop:
-            return stop.value[self.seq_len]
+            return stop.value
 
 
 class NoSearch:
@@ -129,17 +130,17 @@ def test_the_protocol_fits_every_rate_then_the_chosen_one_with_twice_the_steps()
         return {"val_r2": (0.9 if fit.width >= 12 else 0.5) - (0.2 if fit.lr != 0.03 else 0)}
 
     made = []
-    rounds = protocol_rounds(
-        SMOKE, {"k": search_steps(8, target=0.8, stop=64)},
-        lambda key, w, lr, times: Fit("fcn", w, 4, "population", n_train=8 * times, lr=lr),
-        lambda key: (0.003, 0.01, 0.03))
+    rounds = protocol_search(
+        SMOKE, search_steps(8, target=0.8, stop=64),
+        lambda w, lr, times: Fit("fcn", w, 4, "population", n_train=8 * times, lr=lr),
+        (0.003, 0.01, 0.03))
     fits = next(rounds)
     try:
         while True:
             made.append(fits)
             fits = rounds.send({(f, s): record(f) for f in fits for s in SMOKE.seeds()})
     except StopIteration as stop:
-        found = stop.value["k"]
+        found = stop.value
     assert found["status"] == "found" and found["bracket"] == (11, 13)  # holds 12
     assert set(found["chosen_lr"].values()) == {0.03}  # never the NaN rate
     assert all(set(v.values()) == {0.03} for v in found["chosen_lr_per_seed"].values())

@@ -26,15 +26,12 @@ from ..architectures import CELLS, ENCODER_ENCODINGS
 from ..theory import fcn_critical_width
 from ._bracket import (
     TARGET_R2,
-    bracket_text,
+    Column,
     critical_section,
+    critical_table,
     lockstep,
-    population_fit,
     protocol_searches,
-    r2_text,
-    rates_text,
-    star_text,
-    steps_text,
+    reason_lines,
 )
 from ._experiment import (
     Experiment,
@@ -47,7 +44,7 @@ from ._experiment import (
     select,
     summarise,
 )
-from ._figures import MIN_FONT, length_axes, pyplot, task_title
+from ._figures import MIN_FONT, length_axes, not_reached, pyplot, task_title
 from ._models import MODELS, QUERY_MODELS, Fit, model_name
 
 #: the models whose smallest width is searched in the indicator layout
@@ -60,6 +57,8 @@ QUERY_LENGTH_MODELS = tuple(f"query_{m}" for m in QUERY_MODELS if m != "fcn")
 SANITY = "query_encoder_none"
 #: where the searches start and how far down they may go
 START, FLOOR = 4, 1
+#: the layouts, in the order of the summary's tables and the panels
+LAYOUTS = ("indicator", "query")
 
 
 def layout(model):
@@ -103,33 +102,10 @@ def _start(config, model, T, previous):
     return config.scaling_pe_start if family == "transformer" else START
 
 
-def _search_fit(config, model, T, width, lr, times):
-    return population_fit(config, model, T, width, lr, times, config.architecture_n_train)
-
-
-def searches(config):
-    """Generator: each layout's searches (:func:`._bracket.protocol_searches`, one per
-    model, each T in increasing order starting from the width found at the T before),
-    both layouts side by side; returns ``{T: {model: outcome}}``."""
-    common = {"start": partial(_start, config), "stop": partial(_stop, config),
-              "floor": lambda model, T: FLOOR}
-    make = partial(_search_fit, config)
-    found = yield from lockstep({
-        "indicator": protocol_searches(config, config.architecture_seq_lens(), SEARCHED,
-                                       make, **common),
-        "query": protocol_searches(config, config.query_seq_lens(), query_searched(config),
-                                   make, **common)})
-    merged = {}
-    for outcomes in found.values():
-        for T, by_model in outcomes.items():
-            merged.setdefault(T, {}).update(by_model)
-    return dict(sorted(merged.items()))
-
-
-def _extra(config, best, model, T):
+def _extra(config, best, row):
     """What a critical row adds: its layout, the theory's widths at T, the stop, and the
     offset of its compared width (d for the paper's model: d + pe_dim)."""
-    d = config.token_dim
+    d, model, T = config.token_dim, row["model"], row["seq_len"]
     return {"layout": layout(model), "stop": _stop(config, model, T),
             "width_offset": d if MODELS[model].family == "transformer" else 0,
             "fcn_bound_width": fcn_critical_width(T, config.n_selected, d, TARGET_R2),
@@ -148,15 +124,30 @@ class Architectures(Experiment):
                    for T in config.query_seq_lens()])
 
     def search(self, config):
-        return searches(config)
+        """Generator: each layout's searches (:func:`._bracket.protocol_searches`, one per
+        model, each T in increasing order starting from the width found at the T before),
+        both layouts side by side; returns ``{T: {model: outcome}}``."""
+        common = {"n_train": lambda T: config.architecture_n_train,
+                  "start": partial(_start, config), "stop": partial(_stop, config),
+                  "floor": lambda model, T: FLOOR}
+        found = yield from lockstep({
+            "indicator": protocol_searches(config, config.architecture_seq_lens(), SEARCHED,
+                                           **common),
+            "query": protocol_searches(config, config.query_seq_lens(),
+                                       query_searched(config), **common)})
+        merged = {}
+        for outcomes in found.values():
+            for T, by_model in outcomes.items():
+                merged.setdefault(T, {}).update(by_model)
+        return dict(sorted(merged.items()))
 
     def collect(self, config, records, found=None):
         T0, seeds, d, q = config.seq_len, config.seeds(), config.token_dim, config.n_selected
         queried = {T for T, by_model in (found or {}).items()
                    if any(layout(m) == "query" for m in by_model)}
         best = {T: best_case(T, q, TARGET_R2) for T in sorted(queried)}
-        section = critical_section(config, found, records, partial(_search_fit, config),
-                                   "width", partial(_extra, config, best))
+        section = critical_section(config, found, records, "width",
+                                   partial(_extra, config, best))
         for p in section["points"]:
             p["layout"] = layout(p["model"])
         rows = []
@@ -214,22 +205,18 @@ class Architectures(Experiment):
                            "rows: content can select)"),
                           ("query", "Query layout (the subset as q rows of positions after "
                            "the tokens: only position can select)")):
-            rows = sorted((r for r in s["critical"] if r.get("layout", "indicator") == lay),
-                          key=_order)
+            rows = sorted(_in_layout(s["critical"], lay), key=_order)
             if not rows:
                 continue
             lines += [f"{what}:", ""]
-            lines += markdown_table(
-                ["model", "T", "smallest width", "bracket", "search", "held-out R^2", "rate",
-                 "2x steps (val R^2)", "T d", "FCN bound's width", "d + pe_dim_best",
-                 "rate chosen per width"],
-                [[r["model_name"], str(r["seq_len"]), star_text(r, r.get("width_offset", 0)),
-                  bracket_text(r), r["status"], r2_text(r), fmt(r["lr_at_star"], "g"),
-                  steps_text(r), str(r["td"]), str(r["fcn_bound_width"]),
-                  fmt(r.get("best_case_width"), "d"), rates_text(r)] for r in rows],
-                ["l", "r", "r", "r", "l", "r", "r", "l", "r", "r", "r", "l"])
-            lines += [f"{r['model_name']} at T={r['seq_len']}: {r['reason']}."
-                      for r in rows if r["status"] != "found"]
+            lines += critical_table(rows, [
+                Column("model", lambda r: r["model_name"], "l"), "T", "width", "bracket",
+                "search", "held-out R^2", "rate", "2x steps",
+                Column("T d", lambda r: str(r["td"])),
+                Column("FCN bound's width", lambda r: str(r["fcn_bound_width"])),
+                Column("d + pe_dim_best", lambda r: fmt(r.get("best_case_width"), "d")),
+                "rates"], width="smallest width", rate="rate", rates="rate chosen per width")
+            lines += reason_lines(rows, named=True)
             lines.append("")
         if s.get("query_sanity_summary"):
             lines += [f"Query layout, the encoder without positional encoding at width "
@@ -251,10 +238,9 @@ class Architectures(Experiment):
                 "architectures_lengths.png": plot_lengths}
 
 
-def _lens(section, lay="indicator"):
-    """The T of a layout's width searches, increasing."""
-    return sorted({r["seq_len"] for r in section["critical"]
-                   if r.get("layout", "indicator") == lay})
+def _in_layout(rows, lay):
+    """The rows of a layout (rows of results from before the query layout: the indicator's)."""
+    return [r for r in rows if r.get("layout", "indicator") == lay]
 
 
 _ORDER = (*SEARCHED, *(f"query_{m}" for m in QUERY_MODELS))
@@ -270,8 +256,17 @@ def _present(section, lay=None):
             and (lay is None or layout(m) == lay)]
 
 
-def _what(row_or_model):
-    model = row_or_model if isinstance(row_or_model, str) else row_or_model["model"]
+def _width(row):
+    """The width a critical row found, as compared (d + pe_dim for the paper's model)."""
+    return row.get("width_offset", 0) + row["star"] if row["star"] else None
+
+
+def _widest(row):
+    """The widest width a critical row's search fitted, as compared."""
+    return row.get("width_offset", 0) + max(row["evaluated"])
+
+
+def _what(model):
     return MODELS[model].name.split(" (")[0].replace("transformer encoder, ", "encoder, ")
 
 
@@ -290,26 +285,25 @@ def sentences(results):
         if not rows:
             continue
         what = f"{_what(model)} ({layout(model)} layout)"
-        offset = rows[0].get("width_offset", 0)
         found = [r for r in rows if r["star"]]
         text = f"{what}: "
         if found:
             text += (f"smallest width reaching R^2 {target}: "
-                     + ", ".join(f"{offset + r['star']} at T={r['seq_len']}" for r in found)
+                     + ", ".join(f"{_width(r)} at T={r['seq_len']}" for r in found)
                      + f" (d = {config.token_dim}; "
-                     + ("below T d at each" if all(offset + r["star"] < r["td"] for r in found)
+                     + ("below T d at each" if all(_width(r) < r["td"] for r in found)
                         else "not below T d at each") + ")")
         missed = [r for r in rows if not r["star"]]
         if missed:
             text += ("; " if found else "") + "not reached " + ", ".join(
-                f"at T={r['seq_len']} up to width {offset + max(r['evaluated'])} ({r['status']})"
+                f"at T={r['seq_len']} up to width {_widest(r)} ({r['status']})"
                 for r in missed)
         out.append(text + ".")
     names = {m: results["models"][m]["name"] for m in _present(s)}
     keeps = [m for m in _present(s) if r2(m, 1) >= target and r2(m, top) >= target]
     out.append(f"At width {s['width']}, R^2 stays at or above {target} from T to {top}T for: "
                + (", ".join(names[m] for m in keeps) if keeps else "none") + ".")
-    for lay in ("indicator", "query"):
+    for lay in LAYOUTS:
         encoders = [m for m in _present(s, lay) if "encoder_" in m]
         if encoders:
             spread = [r2(m, top) for m in encoders]
@@ -338,10 +332,6 @@ COLORS = {"encoder_none": "tab:blue", "gru": "tab:green", "lstm": "tab:orange",
 NOT_REACHED_SPREAD = 0.12
 
 
-#: the layouts, in the order of the panels
-LAYOUTS = ("indicator", "query")
-
-
 def _panels(layouts, size):
     """A figure with one panel of ``size`` (inches) per layout: ``(fig, [(ax, layout)])``."""
     fig, axes = pyplot().subplots(1, max(1, len(layouts)), layout="constrained",
@@ -354,10 +344,11 @@ def plot_architectures(results):
     """Smallest width against T, one panel per layout, beside T d, the FCN bound's width
     and the paper's model's best case."""
     config, s = config_of(results), results["architectures"]
-    fig, panels = _panels([lay for lay in LAYOUTS if _lens(s, lay)], (6.5, 6))
+    fig, panels = _panels([lay for lay in LAYOUTS if _in_layout(s["critical"], lay)], (6.5, 6))
     for ax, lay in panels:
-        rows = [r for r in s["critical"] if r.get("layout", "indicator") == lay]
-        (_width_bars if len(_lens(s, lay)) == 1 else _width_lines)(ax, s, rows)
+        rows = _in_layout(s["critical"], lay)
+        one_T = len({r["seq_len"] for r in rows}) == 1
+        (_width_bars if one_T else _width_lines)(ax, s, rows)
         ax.set_title(f"{lay.capitalize()} layout: smallest width with validation R^2 >= "
                      f"{s['target_r2']}", fontsize=MIN_FONT + 1)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=MIN_FONT)
@@ -378,8 +369,7 @@ def plot_lengths(results):
                         marker=MARKERS[_base(model)], markersize=4, color=COLORS[_base(model)],
                         label=_what(model),
                         linestyle="-" if "encoder_" in model else "--")
-        length_axes(ax, config, [r for r in s["lengths_summary"]
-                                 if r.get("layout", "indicator") == lay],
+        length_axes(ax, config, _in_layout(s["lengths_summary"], lay),
                     title=f"{lay.capitalize()} layout: width {s['width']}, trained at T")
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, fontsize=MIN_FONT)
     fig.suptitle(f"More architectures per length (beyond the paper; {task_title(config)})",
@@ -387,16 +377,11 @@ def plot_lengths(results):
     return fig
 
 
-def _width(row):
-    return row.get("width_offset", 0) + row["star"] if row["star"] else None
-
-
 def _width_bars(ax, s, rows):
     """One T: a bar per searched model, T d and the FCN bound's width as lines."""
     # the value in the tick label, not over the bar: no reference line strikes it
-    labels = [_what(r).replace("encoder, ", "encoder,\n") + "\n"
-              + (f"{_width(r)}" if r["star"] else
-                 f"none up to {r.get('width_offset', 0) + max(r['evaluated'])}")
+    labels = [_what(r["model"]).replace("encoder, ", "encoder,\n") + "\n"
+              + (f"{_width(r)}" if r["star"] else f"none up to {_widest(r)}")
               for r in rows]
     stars = [_width(r) or 0 for r in rows]
     td, bound = rows[0]["td"], rows[0]["fcn_bound_width"]
@@ -412,6 +397,7 @@ def _width_bars(ax, s, rows):
 def _width_lines(ax, s, rows):
     """Several T: each searched model's smallest width against T (log axes), beside T d,
     the FCN bound's width and d + pe_dim_best; a T not reached marked at the widest fit."""
+    rows = sorted(rows, key=_order)
     lens = sorted({r["seq_len"] for r in rows})
     by_T = {r["seq_len"]: r for r in rows}
     ax.plot(lens, [by_T[T]["td"] for T in lens], color="black", linestyle="--", label="T d")
@@ -421,27 +407,26 @@ def _width_lines(ax, s, rows):
     if best:
         ax.plot(*zip(*best), color="gray", linestyle="-.",
                 label="d + pe_dim_best: the paper's model's best case (theory)")
-    missed = [r for r in sorted(rows, key=_order) if not r["star"]]
+    missed = [r for r in rows if not r["star"]]
     sharing = {}
     for r in missed:
-        sharing.setdefault((r["seq_len"], r.get("width_offset", 0) + max(r["evaluated"])),
-                           []).append(r["model"])
-    for model in dict.fromkeys(r["model"] for r in sorted(rows, key=_order)):
-        mine = select(rows, _order, model=model)
-        found = [r for r in mine if r["star"]]
+        sharing.setdefault((r["seq_len"], _widest(r)), []).append(r["model"])
+    for model in dict.fromkeys(r["model"] for r in rows):
+        color = COLORS[_base(model)]
+        found = [r for r in rows if r["model"] == model and r["star"]]
         ax.plot([r["seq_len"] for r in found], [_width(r) for r in found],
-                marker=MARKERS[_base(model)], color=COLORS[_base(model)], label=_what(model))
+                marker=MARKERS[_base(model)], color=color, label=_what(model))
         unsettled = [r for r in found if r["status"] != "found"]
         ax.scatter([r["seq_len"] for r in unsettled], [_width(r) for r in unsettled], s=90,
-                   marker="o", facecolors="none", edgecolors=COLORS[_base(model)], zorder=3)
+                   marker="o", facecolors="none", edgecolors=color, zorder=3)
         for r in (r for r in missed if r["model"] == model):
-            point = (r["seq_len"], r.get("width_offset", 0) + max(r["evaluated"]))
+            point = (r["seq_len"], _widest(r))
             k, i = len(sharing[point]), sharing[point].index(model)
-            ax.scatter(point[0] * 2 ** (NOT_REACHED_SPREAD * (i - (k - 1) / 2)), point[1],
-                       marker="^", s=50, color=COLORS[_base(model)], zorder=3)
+            not_reached(ax, point[0] * 2 ** (NOT_REACHED_SPREAD * (i - (k - 1) / 2)), point[1],
+                        color=color, zorder=3)
     if missed:
-        ax.scatter([], [], marker="^", s=50, color="gray",
-                   label="not reached up to this width (colour: the model)")
+        not_reached(ax, [], [], color="gray",
+                    label="not reached up to this width (colour: the model)")
     if any(r["star"] and r["status"] != "found" for r in rows):
         ax.scatter([], [], marker="o", s=90, facecolors="none", edgecolors="gray",
                    label="circled: unresolved (the steps check moves the bracket)")

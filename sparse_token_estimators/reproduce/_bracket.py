@@ -15,12 +15,14 @@ run's one runner; the rest of this module makes the tables of what they found.
 """
 
 import math
+from collections import namedtuple
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 
 from .._critical_width import search_steps
-from ._experiment import find, summarise
+from ._experiment import find, fmt, markdown_table, summarise
 from ._models import MODELS, Fit, model_name
 
 #: the mean validation R^2 a critical width reaches (``_verdicts.THRESHOLDS``)
@@ -38,89 +40,42 @@ def _best(means):
     return best, finite[best]
 
 
-def protocol_rounds(config, searches, make_fit, lrs):
-    """Generator: ``searches`` (``{key: search_steps(...)}``) in lock-step, as rounds of fits.
+def protocol_search(config, search, make_fit, rates):
+    """Generator: the requests of one search (``search_steps(...)``) as rounds of fits;
+    returns what the search returned, with ``chosen_lr`` (width -> rate),
+    ``chosen_lr_per_seed`` (width -> {seed: that seed's best rate}) and ``fits``
+    (``(width, lr, times, fit)`` of every fit it asked for).
 
-    A request ``(width, 1)`` of a search is fitted at every rate of
-    ``lrs(key)`` (``make_fit(key, width, lr, 1)``) and scored by the best mean
-    validation R^2 over the seeds; ``(width, 2)`` at the rate chosen there,
-    with twice the steps (``make_fit(key, width, lr, 2)``). Yields the fits
-    of a round, receives their records; returns ``{key: outcome}``: what the
-    search returned, with ``chosen_lr`` (width -> rate) and
-    ``chosen_lr_per_seed`` (width -> {seed: that seed's best rate}).
-    """
+    A request ``(width, 1)`` is fitted at every rate of ``rates``
+    (``make_fit(width, lr, 1)``) and scored by the best mean validation R^2 over
+    the seeds; ``(width, 2)`` at the rate chosen there, with twice the steps."""
     seeds = config.seeds()
-    chosen = {key: {} for key in searches}
-    per_seed = {key: {} for key in searches}
-    results, pending = {}, {}
-
-    def advance(key, gen, score=None, first=False):
+    chosen, per_seed, made = {}, {}, []
+    request = next(search)
+    while True:
+        width, times = request
+        asked = rates if times == 1 else [chosen[width]] if chosen.get(width) is not None \
+            else []
+        fits = {lr: make_fit(width, lr, times) for lr in asked}
+        made += [(width, lr, times, f) for lr, f in fits.items()]
+        records = yield list(fits.values())
+        best, score = _best({lr: float(np.mean([records[f, s]["val_r2"] for s in seeds]))
+                             for lr, f in fits.items()})
+        if times == 1:
+            chosen[width] = best
+            per_seed[width] = {s: _best({lr: records[f, s]["val_r2"]
+                                         for lr, f in fits.items()})[0] for s in seeds}
         try:
-            pending[key] = (gen, next(gen) if first else gen.send(score))
+            request = search.send(score)
         except StopIteration as end:
-            results[key] = end.value
-            pending.pop(key, None)
-
-    for key, gen in searches.items():
-        advance(key, gen, first=True)
-    while pending:
-        asked = {}
-        for key, (_, (width, times)) in pending.items():
-            rates = lrs(key) if times == 1 else [chosen[key][width]] \
-                if chosen[key].get(width) is not None else []
-            asked[key] = [(lr, make_fit(key, width, lr, times)) for lr in rates]
-        records = yield [f for fits in asked.values() for _, f in fits]
-        for key, (gen, (width, times)) in list(pending.items()):
-            means = {lr: float(np.mean([records[f, s]["val_r2"] for s in seeds]))
-                     for lr, f in asked[key]}
-            best, score = _best(means)
-            if times == 1:
-                chosen[key][width] = best
-                per_seed[key][width] = {s: _best({lr: records[f, s]["val_r2"]
-                                                  for lr, f in asked[key]})[0] for s in seeds}
-            advance(key, gen, score)
-    return {key: {**results[key], "chosen_lr": chosen[key],
-                  "chosen_lr_per_seed": per_seed[key]} for key in searches}
-
-
-def width_multiple(model):
-    """2 for an encoder with rotary positions (its ``d_model`` per head must be even), else
-    1: every width its search evaluates is a multiple of this."""
-    spec = MODELS[model]
-    return 2 if spec.family == "encoder" and \
-        dict(spec.params).get("positional_encoding") == "rope" else 1
-
-
-def protocol_searches(config, lens, keys, make_fit, *, start, stop, floor):
-    """Generator: at each T of ``lens`` in increasing order, one protocol search per model
-    of ``keys`` (keys of ``MODELS``), in lock-step (:func:`protocol_rounds`); the rates
-    are those of each model's family.
-
-    ``make_fit(key, T, width, lr, times)`` (``times`` = 2: twice the steps);
-    ``start(key, T, outcome at the T before or None)``, ``stop(key, T)``,
-    ``floor(key, T)``: the search's first, widest and narrowest width (each taken to a
-    multiple of :func:`width_multiple`). Returns ``{T: {key: outcome}}``.
-    """
-    found, previous = {}, {}
-    for T in lens:
-        searches = {}
-        for key in keys:
-            m = width_multiple(key)
-            top, bottom = stop(key, T) // m * m, -(-floor(key, T) // m) * m
-            first = min(max(start(key, T, previous.get(key)), bottom), top) // m * m
-            searches[key] = search_steps(first, target=TARGET_R2, stop=top, floor=bottom,
-                                         factor=2.0, refine=REFINE, multiple=m)
-        found[T] = yield from protocol_rounds(
-            config, searches, lambda key, w, lr, times, T=T: make_fit(key, T, w, lr, times),
-            lambda key: config.lr_grid(MODELS[key].family))
-        previous = found[T]
-    return found
+            return {**end.value, "chosen_lr": chosen, "chosen_lr_per_seed": per_seed,
+                    "fits": made}
 
 
 def lockstep(searches):
     """Generator: the search generators ``{name: generator}`` side by side, their rounds
     merged (each receives the records of every fit of the round); returns
-    ``{name: what it returned}``."""
+    ``{name: what it returned}`` in the order they ended."""
     pending, done = {}, {}
 
     def step(name, value):
@@ -139,7 +94,42 @@ def lockstep(searches):
     return done
 
 
-def population_fit(config, model, T, width, lr, times, n_train):
+def width_multiple(model):
+    """2 for an encoder with rotary positions (its ``d_model`` per head must be even), else
+    1: every width its search evaluates is a multiple of this."""
+    spec = MODELS[model]
+    return 2 if spec.family == "encoder" and \
+        dict(spec.params).get("positional_encoding") == "rope" else 1
+
+
+def protocol_searches(config, lens, keys, *, n_train, start, stop, floor):
+    """Generator: at each T of ``lens`` in increasing order, one :func:`protocol_search` per
+    model of ``keys`` (keys of ``MODELS``), in :func:`lockstep`, at the rates of each
+    model's family, training on ``n_train(T)`` fresh sequences every epoch
+    (:func:`population_fit`).
+
+    ``start(key, T, outcome at the T before or None)``, ``stop(key, T)``,
+    ``floor(key, T)``: the search's first, widest and narrowest width (each taken to a
+    multiple of :func:`width_multiple`). Returns ``{T: {key: outcome}}``.
+    """
+    found, previous = {}, {}
+    for T in lens:
+        searches = {}
+        for key in keys:
+            m = width_multiple(key)
+            top, bottom = stop(key, T) // m * m, -(-floor(key, T) // m) * m
+            first = min(max(start(key, T, previous.get(key)), bottom), top) // m * m
+            search = search_steps(first, target=TARGET_R2, stop=top, floor=bottom,
+                                  factor=2.0, refine=REFINE, multiple=m)
+            searches[key] = protocol_search(
+                config, search, partial(population_fit, config, key, T, n_train(T)),
+                config.lr_grid(MODELS[key].family))
+        done = yield from lockstep(searches)
+        found[T] = previous = {key: done[key] for key in keys}
+    return found
+
+
+def population_fit(config, model, T, n_train, width, lr, times):
     """A critical-width fit: ``model`` at ``width`` on the population at T, at rate ``lr``,
     ``times`` times ``n_train`` fresh sequences every epoch (twice: twice the steps).
 
@@ -149,23 +139,19 @@ def population_fit(config, model, T, width, lr, times, n_train):
     return fit if fit.learning_rate(config) == lr else replace(fit, lr=lr)
 
 
+#: what a point of a search copies from its fit's record, after its own items
+POINT_RECORD = ("n_train", "val_r2", "test_r2", "test_loss", "test_loss_se", "fit_cpu_s")
 
-def collect_points(config, records, found, make_fit, parameter):
-    """Every fit of the searches, a row per (T, key, width, rate, steps, seed), and the
-    mean over seeds at each width's chosen rate (1x steps).
 
-    ``found`` is :func:`protocol_searches`'s ``{T: {key: outcome}}``;
-    ``make_fit(key, T, width, lr, times)`` as there.
-    """
+def collect_points(config, records, found, parameter):
+    """Every fit of the searches (``found``: :func:`protocol_searches`'s ``{T: {key:
+    outcome}}``), a row per (T, key, width, rate, steps, seed), and the mean over seeds
+    at each width's chosen rate (1x steps)."""
     points = []
     for T, outcomes in found.items():
         for model, o in outcomes.items():
-            grid = config.lr_grid(MODELS[model].family)
-            asked = [(w, lr, 1) for w in o["scores"] for lr in grid]
-            asked += [(w, o["chosen_lr"][w], 2) for w in o["doubled_scores"]
-                      if o["chosen_lr"].get(w) is not None]
-            for w, lr, times in asked:
-                fit = make_fit(model, T, w, lr, times)
+            # the rows in increasing width, those with twice the steps last
+            for w, lr, times, fit in sorted(o["fits"], key=lambda f: (f[2], f[0])):
                 for seed in config.seeds():
                     r = records[fit, seed]
                     points.append({"model": model, "model_name": r["model_name"],
@@ -173,73 +159,63 @@ def collect_points(config, records, found, make_fit, parameter):
                                    "parameter": parameter, "value": w, "width": r["width"],
                                    "lr": lr, "steps_multiplier": times,
                                    "chosen": lr == o["chosen_lr"].get(w), "seed": seed,
-                                   "n_train": r["n_train"], "val_r2": r["val_r2"],
-                                   "test_r2": r["test_r2"], "test_loss": r["test_loss"],
-                                   "test_loss_se": r["test_loss_se"],
-                                   "fit_cpu_s": r["fit_cpu_s"]})
+                                   **{k: r[k] for k in POINT_RECORD}})
     chosen = [p for p in points if p["chosen"] and p["steps_multiplier"] == 1]
     return points, summarise(chosen, ["key", "model", "seq_len", "parameter", "value", "lr"],
                              ["val_r2", "test_r2", "test_loss"])
 
 
-def per_seed_rows(config, points, found, seeds, target=TARGET_R2):
+def per_seed_rows(config, points, found):
     """``[{"key", "seq_len", "seed", "star"}]``: each seed's own critical width at each T
-    (the smallest width at which its own best rate reaches ``target``; None if none)."""
+    (the smallest width at which its own best rate reaches the target; None if none)."""
     rows = []
     for T, outcomes in found.items():
         for key in outcomes:
             own = [p for p in points if p["seq_len"] == T and p["key"] == key
                    and p["steps_multiplier"] == 1]
-            for s in seeds:
+            for s in config.seeds():
                 best = {}
                 for p in own:
                     if p["seed"] == s and not math.isnan(p["val_r2"]):
                         best[p["value"]] = max(best.get(p["value"], -math.inf), p["val_r2"])
-                star = min((w for w, r2 in best.items() if r2 >= target), default=None)
+                star = min((w for w, r2 in best.items() if r2 >= TARGET_R2), default=None)
                 rows.append({"key": key, "model": key,
                              "model_name": model_name(key, config), "seq_len": T,
                              "seed": s, "star": star})
     return rows
 
 
+def _by_width(values):
+    """``{width: value}`` in increasing width, keyed by strings (as JSON keeps them)."""
+    return {str(w): v for w, v in sorted(values.items())}
+
+
 def critical_rows(config, found, summary, extra):
     """One row per (T, key): the critical width found, its bracket, status and reason,
-    the chosen rates, the steps check and the held-out R^2 at the chosen rate."""
+    the chosen rates, the steps check, the held-out R^2 at the chosen rate and what
+    ``extra(row)`` adds."""
     rows = []
     for T, outcomes in found.items():
         for key, o in outcomes.items():
             lower, upper = o["bracket"]
             star = o["width"]
             at = find(summary, key=key, seq_len=T, value=star) if star else None
-            ratio = upper / lower if lower and upper else None
-            rows.append({
+            row = {
                 "key": key, "model": key,
                 "model_name": model_name(key, config), "seq_len": T,
                 "star": star, "lower": lower, "status": o["status"], "reason": o["reason"],
-                "ratio": ratio, "evaluated": sorted(o["scores"]),
-                "scores": {str(w): v for w, v in sorted(o["scores"].items())},
-                "doubled_scores": {str(w): v for w, v in sorted(o["doubled_scores"].items())},
-                "chosen_lr": {str(w): v for w, v in sorted(o["chosen_lr"].items())},
-                "chosen_lr_per_seed": {str(w): {str(s): lr for s, lr in v.items()}
-                                       for w, v in sorted(o["chosen_lr_per_seed"].items())},
+                "ratio": upper / lower if lower and upper else None,
+                "evaluated": sorted(o["scores"]), "scores": _by_width(o["scores"]),
+                "doubled_scores": _by_width(o["doubled_scores"]),
+                "chosen_lr": _by_width(o["chosen_lr"]),
+                "chosen_lr_per_seed": {w: {str(s): lr for s, lr in v.items()} for w, v
+                                       in _by_width(o["chosen_lr_per_seed"]).items()},
                 "lr_at_star": o["chosen_lr"].get(star) if star else None,
-                "val_r2_mean": at["val_r2_mean"] if at else None,
-                "test_r2_mean": at["test_r2_mean"] if at else None,
-                "test_r2_sd": at["test_r2_sd"] if at else None,
-                "td": T * config.token_dim, **extra(key, T)})
+                **{k: at[k] if at else None for k in ("val_r2_mean", "test_r2_mean",
+                                                      "test_r2_sd")},
+                "td": T * config.token_dim}
+            rows.append({**row, **extra(row)})
     return rows
-
-
-def bracket_text(row):
-    """A critical row's bracket as a table shows it: ``(lower, star]``, "-" where none."""
-    return f"({row['lower'] or '-'}, {row['star'] or '-'}]"
-
-
-def r2_text(row):
-    """A critical row's held-out R^2 at its width: ``mean ± sd``, "-" where none."""
-    if row["test_r2_mean"] is None:
-        return "-"
-    return f"{row['test_r2_mean']:.3f} ± {row['test_r2_sd']:.3f}"
 
 
 def star_text(row, offset=0):
@@ -251,26 +227,63 @@ def star_text(row, offset=0):
     return "-"
 
 
-def steps_text(row):
-    """The steps check of a critical row: mean validation R^2 with twice the steps at
-    each refitted width (its chosen rate), "-" where none ran."""
-    doubled = row["doubled_scores"]
-    if not doubled:
-        return "-"
-    return ", ".join(f"{w}: {v:.3f}" for w, v in doubled.items())
+#: a column of a critical-width table: its header, the text of a row's cell, "l" or "r"
+Column = namedtuple("Column", "header cell align", defaults=("r",))
+
+#: the columns of every critical-width table, by name; the headers of "width", "rate"
+#: and "rates" are each table's own (:func:`critical_table`); "-" where there is none
+COLUMNS = {
+    "T": Column("T", lambda r: str(r["seq_len"])),
+    "width": Column(None, lambda r: star_text(r, r.get("width_offset", 0))),
+    "bracket": Column("bracket", lambda r: f"({r['lower'] or '-'}, {r['star'] or '-'}]"),
+    "search": Column("search", lambda r: r["status"], "l"),
+    "held-out R^2": Column("held-out R^2", lambda r: "-" if r["test_r2_mean"] is None
+                           else f"{r['test_r2_mean']:.3f} ± {r['test_r2_sd']:.3f}"),
+    "rate": Column(None, lambda r: fmt(r["lr_at_star"], "g")),
+    # the mean validation R^2 with twice the steps at each width refitted
+    "2x steps": Column("2x steps (val R^2)", lambda r: ", ".join(
+        f"{w}: {v:.3f}" for w, v in r["doubled_scores"].items()) or "-", "l"),
+    "rates": Column(None, lambda r: ", ".join(
+        f"{w}: {fmt(lr, 'g')}" for w, lr in r["chosen_lr"].items()), "l"),
+}
 
 
-def rates_text(row):
-    """The chosen rate at each evaluated width of a critical row."""
-    return ", ".join(f"{w}: {lr:g}" if lr is not None else f"{w}: -"
-                     for w, lr in row["chosen_lr"].items())
+def critical_table(rows, columns, *, width, rate, rates):
+    """Lines of a Markdown table of critical rows: ``columns`` are names of
+    :data:`COLUMNS` or an experiment's own :class:`Column`; ``width``, ``rate`` and
+    ``rates`` head the width found, the rate at it and the rate chosen at each width."""
+    headers = {"width": width, "rate": rate, "rates": rates}
+    columns = [COLUMNS[c]._replace(header=headers.get(c, COLUMNS[c].header))
+               if isinstance(c, str) else c for c in columns]
+    return markdown_table([c.header for c in columns],
+                          [[c.cell(r) for c in columns] for r in rows],
+                          [c.align for c in columns])
 
 
-def critical_section(config, found, records, make_fit, parameter, extra):
+def reason_lines(rows, named=False):
+    """``At T=..: reason.`` for each row whose search did not end "found" (``named``:
+    ``<model name> at T=..``)."""
+    return [f"{r['model_name'] + ' at' if named else 'At'} T={r['seq_len']}: {r['reason']}."
+            for r in rows if r["status"] != "found"]
+
+
+def seeds_text(n):
+    """``N seeds`` (``1 seed``)."""
+    return f"{n} seed{'s' if n > 1 else ''}"
+
+
+def scoring_text(section, n_seeds):
+    """How a width's score reaches the target, for a single-model summary."""
+    rates = ", ".join(f"{lr:g}" for lr in section["lr_grid"])
+    return (f"(mean over {seeds_text(n_seeds)}, at the best of the learning rates {rates}, "
+            f"Adam at a constant rate) reaches {section['target_r2']}")
+
+
+def critical_section(config, found, records, parameter, extra):
     """A critical-width experiment's section: every fit, the mean over seeds at each
-    width's chosen rate, a row per (T, key) with ``extra(key, T)``, each seed's own width,
+    width's chosen rate, a row per (T, key) with ``extra(row)``, each seed's own width,
     and the rate grids."""
-    points, summary = collect_points(config, records, found, make_fit, parameter)
+    points, summary = collect_points(config, records, found, parameter)
     keys = {k for outcomes in found.values() for k in outcomes}
     return {"target_r2": TARGET_R2, "refine": REFINE, "protocol": "second set",
             "lr_grids": {MODELS[m].family: list(config.lr_grid(MODELS[m].family))
@@ -278,4 +291,4 @@ def critical_section(config, found, records, make_fit, parameter, extra):
             "lr_schedule": "constant (Adam)",
             "points": points, "summary": summary,
             "critical": critical_rows(config, found, summary, extra),
-            "critical_per_seed": per_seed_rows(config, points, found, config.seeds())}
+            "critical_per_seed": per_seed_rows(config, points, found)}

@@ -12,24 +12,29 @@ at the bound's width and stops at 4 T d, the verdict's limit; trained on
 pe_dim* of the transformer's scaling law and m* of the FCN against T d.
 """
 
-from functools import partial
-
 import numpy as np
 
 from ..theory import fcn_critical_width
 from ._bracket import (
     TARGET_R2,
-    bracket_text,
+    Column,
     critical_section,
-    population_fit,
+    critical_table,
     protocol_searches,
-    r2_text,
-    rates_text,
+    reason_lines,
+    scoring_text,
+    seeds_text,
     star_text,
-    steps_text,
 )
 from ._experiment import Experiment, config_of, fmt, markdown_table
-from ._figures import STYLES, legend_or_note, powers_of_two_ticks, pyplot
+from ._figures import (
+    STYLES,
+    found_with_bracket,
+    legend_or_note,
+    not_reached,
+    powers_of_two_ticks,
+    pyplot,
+)
 from ._models import model_name
 
 MODEL = "fcn_tightness"
@@ -37,11 +42,8 @@ MODEL = "fcn_tightness"
 MAX_FACTOR = 4
 
 
-def _fit(config, key, T, width, lr, times):
-    return population_fit(config, key, T, width, lr, times, config.tightness_n_train(T))
-
-
-def _floor(config, T):
+def _bound_width(config, T):
+    """The narrowest FCN the width-aware bound allows to reach the target at T."""
     return fcn_critical_width(T, config.n_selected, config.token_dim, TARGET_R2)
 
 
@@ -52,27 +54,25 @@ class FCNTightness(Experiment):
     def search(self, config):
         d = config.token_dim
         return protocol_searches(
-            config, config.tightness_seq_lens(), [MODEL], partial(_fit, config),
-            start=lambda key, T, previous: _floor(config, T),
+            config, config.tightness_seq_lens(), [MODEL], n_train=config.tightness_n_train,
+            start=lambda key, T, previous: _bound_width(config, T),
             stop=lambda key, T: MAX_FACTOR * T * d,
-            floor=lambda key, T: max(1, min(_floor(config, T), T * d) // 2))
+            floor=lambda key, T: max(1, min(_bound_width(config, T), T * d) // 2))
 
     def collect(self, config, records, found=None):
         d = config.token_dim
 
-        def extra(key, T):
-            o = found[T][key]
-            return {"stop": MAX_FACTOR * T * d, "bound_width": _floor(config, T),
-                    "n_train": config.tightness_n_train(T),
-                    "steps": config.tightness_training.steps(config.tightness_n_train(T)),
-                    "star_over_td": None if o["width"] is None else o["width"] / (T * d),
-                    "bound_over_td": _floor(config, T) / (T * d)}
+        def extra(row):
+            T, n_train = row["seq_len"], config.tightness_n_train(row["seq_len"])
+            return {"stop": MAX_FACTOR * T * d, "bound_width": _bound_width(config, T),
+                    "n_train": n_train, "steps": config.tightness_training.steps(n_train),
+                    "star_over_td": None if row["star"] is None else row["star"] / row["td"],
+                    "bound_over_td": _bound_width(config, T) / row["td"]}
 
         return {"max_factor": MAX_FACTOR, "model": MODEL,
                 "model_name": model_name(MODEL, config),
                 "lr_grid": list(config.lr_grid("fcn")),
-                **critical_section(config, found, records, partial(_fit, config),
-                                   "hidden_width", extra)}
+                **critical_section(config, found, records, "hidden_width", extra)}
 
     tables = {"fcn_tightness_points.csv": "points", "fcn_tightness.csv": "critical",
               "fcn_tightness_per_seed.csv": "critical_per_seed"}
@@ -80,27 +80,21 @@ class FCNTightness(Experiment):
     def summary(self, results):
         config, s = config_of(results), results[self.name]
         lines = [f"{s['model_name']}: the smallest hidden_width m* whose validation R^2 "
-                 f"(mean over {config.n_seeds} seed{'s' if config.n_seeds > 1 else ''}, at "
-                 f"the best of the learning rates {', '.join(f'{lr:g}' for lr in s['lr_grid'])}"
-                 f", Adam at a constant rate) reaches {s['target_r2']}, searched from the "
-                 f"bound's width up to {s['max_factor']} T*d, refined to a factor "
-                 f"{s['refine']:.3f} and confirmed at the next width, trained on fresh "
-                 "sequences every epoch; both bracketing widths (past the stop: the widest) "
-                 "refitted with twice the sequences and steps at every T; beside it, the "
-                 "narrowest width the bound allows (sanity check, guaranteed).", ""]
-        rows = [[str(r["seq_len"]), str(r["td"]), star_text(r), bracket_text(r), r["status"],
-                 fmt(r["star_over_td"], ".2f"), str(r["bound_width"]),
-                 f"{r['bound_over_td']:.2f}", r2_text(r), fmt(r["lr_at_star"], "g"),
-                 steps_text(r), f"{r['n_train']} x {r['steps']} steps", rates_text(r)]
-                for r in s["critical"]]
-        lines += markdown_table(["T", "T*d", "m*", "bracket", "search", "m* / T*d",
-                                 "bound's width", "/ T*d", "held-out R^2", "rate at m*",
-                                 "2x steps (val R^2)", "sequences per epoch",
-                                 "rate chosen per m"], rows,
-                                ["r", "r", "r", "r", "l", "r", "r", "r", "r", "r", "l", "l",
-                                 "l"])
-        lines += [f"At T={r['seq_len']}: {r['reason']}." for r in s["critical"]
-                  if r["status"] != "found"]
+                 f"{scoring_text(s, config.n_seeds)}, searched from the bound's width up to "
+                 f"{s['max_factor']} T*d, refined to a factor {s['refine']:.3f} and confirmed "
+                 "at the next width, trained on fresh sequences every epoch; both bracketing "
+                 "widths (past the stop: the widest) refitted with twice the sequences and "
+                 "steps at every T; beside it, the narrowest width the bound allows (sanity "
+                 "check, guaranteed).", ""]
+        lines += critical_table(s["critical"], [
+            "T", Column("T*d", lambda r: str(r["td"])), "width", "bracket", "search",
+            Column("m* / T*d", lambda r: fmt(r["star_over_td"], ".2f")),
+            Column("bound's width", lambda r: str(r["bound_width"])),
+            Column("/ T*d", lambda r: f"{r['bound_over_td']:.2f}"),
+            "held-out R^2", "rate", "2x steps",
+            Column("sequences per epoch", lambda r: f"{r['n_train']} x {r['steps']} steps", "l"),
+            "rates"], width="m*", rate="rate at m*", rates="rate chosen per m")
+        lines += reason_lines(s["critical"])
         return lines + separation_lines(results)
 
     def figures(self):
@@ -124,12 +118,11 @@ def separation_lines(results):
     rows = [[str(T), str(T * d), width(scaling.get(T), d), width(fcn.get(T), 0),
              str(fcn_critical_width(T, q, d, target))] for T in sorted({*scaling, *fcn})]
     return ["", f"The width separation at every T (validation R^2 >= {target}, mean over "
-            f"{config.n_seeds} seed{'s' if config.n_seeds > 1 else ''}): the paper's model's "
-            "(one positional draw) d + pe_dim* against the FCN's m* where it was searched, "
-            "and the narrowest FCN the bound allows at every T (no FCN narrower reaches the "
-            "target).", ""] + \
+            f"{seeds_text(config.n_seeds)}): the paper's model's (one positional draw) d + "
+            "pe_dim* against the FCN's m* where it was searched, and the narrowest FCN the "
+            "bound allows at every T (no FCN narrower reaches the target).", ""] + \
         markdown_table(["T", "T*d", "paper's model d + pe_dim*", "FCN m*", "bound's width"],
-                       rows, ["r", "r", "r", "r", "r"])
+                       rows)
 
 
 def plot_critical_widths(results):
@@ -138,28 +131,26 @@ def plot_critical_widths(results):
     config = config_of(results)
     d = config.token_dim
     fig, ax = plt.subplots(figsize=(8, 4.6))
+    critical = {key: results.get(key, {}).get("critical", [])
+                for key in ("width_scaling", "fcn_tightness")}
     plotted = []
     for key, offset, model, label in (
             ("width_scaling", d, "paper", "transformer (paper's model): d + pe_dim*"),
             ("fcn_tightness", 0, "fcn", "FCN: m*")):
-        every = results.get(key, {}).get("critical", [])
+        every = critical[key]
         missed = [r for r in every if not r["star"] and r["lower"]]
         if missed:
-            ax.scatter([r["td"] for r in missed], [offset + r["lower"] for r in missed],
-                       marker="^", s=50, color=STYLES[model].get("color"),
-                       label=f"{label.split(':')[0]}: not reached up to here")
+            not_reached(ax, [r["td"] for r in missed], [offset + r["lower"] for r in missed],
+                        color=STYLES[model].get("color"),
+                        label=f"{label.split(':')[0]}: not reached up to here")
             plotted += [r["td"] for r in missed] + [offset + r["lower"] for r in missed]
         rows = [r for r in every if r["star"]]
         if not rows:
             continue
-        td = np.array([r["td"] for r in rows], dtype=float)
-        star = np.array([offset + r["star"] for r in rows], dtype=float)
-        low = np.array([offset + (r["lower"] or r["star"]) for r in rows], dtype=float)
-        ax.errorbar(td, star, yerr=[star - low, np.zeros_like(star)], capsize=3,
-                    label=label, **STYLES[model])
-        plotted += list(td) + list(star)
-    best = [r for r in results.get("width_scaling", {}).get("critical", [])
-            if r.get("pe_dim_best")]
+        td = [r["td"] for r in rows]
+        plotted += td + list(found_with_bracket(ax, td, rows, offset, label=label,
+                                                **STYLES[model]))
+    best = [r for r in critical["width_scaling"] if r.get("pe_dim_best")]
     if best:
         ax.plot([r["td"] for r in best], [d + r["pe_dim_best"] for r in best], color="black",
                 marker="s", markersize=4, linestyle="-",
@@ -167,15 +158,13 @@ def plot_critical_widths(results):
         plotted += [r["td"] for r in best] + [d + r["pe_dim_best"] for r in best]
     # the bound's width at every T either search measured: the separation where no
     # FCN was fitted too (no FCN narrower than it reaches R^2 0.8)
-    lens = sorted({r["seq_len"] for key in ("width_scaling", "fcn_tightness")
-                   for r in results.get(key, {}).get("critical", [])})
-    if plotted and lens:
+    if plotted:
+        lens = sorted({r["seq_len"] for rows in critical.values() for r in rows})
         target = results.get("fcn_tightness", results.get("width_scaling"))["target_r2"]
         ax.plot([T * d for T in lens],
                 [fcn_critical_width(T, config.n_selected, d, target) for T in lens],
                 linestyle=":", color="tab:red", marker=".",
                 label="narrowest FCN the bound allows (theory)")
-    if plotted:
         span = np.geomspace(min(plotted), max(plotted), 20)
         ax.plot(span, span, color="gray", linestyle="--", label="width = T*d")
         ax.plot(span, MAX_FACTOR * span, color="gray", linestyle="-.",

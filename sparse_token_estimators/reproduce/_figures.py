@@ -79,6 +79,20 @@ def band(ax, x, rows, key, *, model, label, errorbars=False, **style):
                         linewidth=0)
 
 
+def found_with_bracket(ax, x, rows, offset=0, **style):
+    """The widths found (critical ``rows`` with one, plus ``offset``) against ``x``, each
+    with a bar down to its bracket's lower end; returns those widths."""
+    star = np.array([offset + r["star"] for r in rows], dtype=float)
+    low = np.array([offset + (r["lower"] or r["star"]) for r in rows], dtype=float)
+    ax.errorbar(x, star, yerr=[star - low, np.zeros_like(star)], capsize=3, **style)
+    return star
+
+
+def not_reached(ax, x, y, **style):
+    """Triangles at (T, the widest width fitted) where a search did not reach the target."""
+    ax.scatter(x, y, marker="^", s=50, **style)
+
+
 def powers_of_two_ticks(axis, values):
     """Plain-number ticks at the powers of two spanning ``values`` (log axis)."""
     from matplotlib.ticker import NullFormatter

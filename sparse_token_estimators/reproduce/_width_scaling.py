@@ -15,31 +15,24 @@ the best case W = c I at its best c with fresh draws per sequence
 """
 
 import math
-from functools import partial
 
 import numpy as np
 
 from ..theory import transformer_pe_scale
 from ._bracket import (
     TARGET_R2,
-    bracket_text,
+    Column,
     critical_section,
-    population_fit,
+    critical_table,
     protocol_searches,
-    r2_text,
-    rates_text,
-    star_text,
-    steps_text,
+    reason_lines,
+    scoring_text,
 )
-from ._experiment import Experiment, best_case, config_of, fmt, loglog_slope, markdown_table
-from ._figures import STYLES, legend_beside, legend_or_note, pyplot
+from ._experiment import Experiment, best_case, config_of, fmt, loglog_slope
+from ._figures import STYLES, found_with_bracket, legend_beside, legend_or_note, not_reached, pyplot
 from ._models import model_name
 
 MODEL = "paper_scaling"
-
-
-def _fit(config, key, T, pe_dim, lr, times):
-    return population_fit(config, key, T, pe_dim, lr, times, config.scaling_n_train)
 
 
 def bootstrap_slope(points_by_T, seeds, *, n_boot=1000, level=0.9, random_state=0,
@@ -49,11 +42,11 @@ def bootstrap_slope(points_by_T, seeds, *, n_boot=1000, level=0.9, random_state=
     Resamples the seeds with replacement; in each resample the critical width
     at each T is the smallest evaluated width whose mean validation R^2 over
     the resampled seeds reaches ``target``. Returns ``(low, high, n_used)``
-    (NaN when fewer than two seeds or no resample has a width at every T).
+    (None, None when fewer than two seeds or no resample has a width at every T).
     """
     lens = sorted(points_by_T)
     if len(seeds) < 2 or len(lens) < 2:
-        return math.nan, math.nan, 0
+        return None, None, 0
     rng = np.random.default_rng(random_state)
     tables = {T: {(p["value"], p["seed"]): p["val_r2"] for p in points_by_T[T]} for T in lens}
     widths = {T: sorted({w for w, _ in tables[T]}) for T in lens}
@@ -69,7 +62,7 @@ def bootstrap_slope(points_by_T, seeds, *, n_boot=1000, level=0.9, random_state=
         if all(stars):
             slopes.append(loglog_slope(lens, stars))
     if not slopes:
-        return math.nan, math.nan, 0
+        return None, None, 0
     tail = 100 * (1 - level) / 2
     return float(np.percentile(slopes, tail)), float(np.percentile(slopes, 100 - tail)), \
         len(slopes)
@@ -81,7 +74,8 @@ class WidthScaling(Experiment):
 
     def search(self, config):
         return protocol_searches(
-            config, config.scaling_seq_lens(), [MODEL], partial(_fit, config),
+            config, config.scaling_seq_lens(), [MODEL],
+            n_train=lambda T: config.scaling_n_train,
             start=lambda key, T, previous: previous["width"] if previous and previous["width"]
             else config.scaling_pe_start,
             stop=lambda key, T: config.scaling_pe_stop,
@@ -90,14 +84,15 @@ class WidthScaling(Experiment):
     def collect(self, config, records, found=None):
         q = config.n_selected
         best = {T: best_case(T, q, TARGET_R2) for T in found}
-        s = critical_section(
-            config, found, records, partial(_fit, config), "pe_dim", lambda key, T: {
-                "width_star": None if found[T][key]["width"] is None
-                else config.token_dim + found[T][key]["width"],
-                "pe_dim_best": best[T],
-                "star_over_best": None if found[T][key]["width"] is None
-                else found[T][key]["width"] / best[T],
-                "q_log_t": transformer_pe_scale(T, q)})
+
+        def extra(row):
+            star, T = row["star"], row["seq_len"]
+            return {"width_star": None if star is None else config.token_dim + star,
+                    "pe_dim_best": best[T],
+                    "star_over_best": None if star is None else star / best[T],
+                    "q_log_t": transformer_pe_scale(T, q)}
+
+        s = critical_section(config, found, records, "pe_dim", extra)
         rows = [r for r in s["critical"] if r["star"] is not None]
         slope = loglog_slope([r["seq_len"] for r in rows], [r["star"] for r in rows]) \
             if len(rows) >= 2 else None
@@ -113,8 +108,7 @@ class WidthScaling(Experiment):
                 "batch_size": config.scaling_training.batch_size,
                 "lr_grid": list(config.lr_grid("transformer")), "slope": slope,
                 "best_slope": best_slope,
-                "slope_interval": [None if math.isnan(low) else low,
-                                   None if math.isnan(high) else high],
+                "slope_interval": [low, high],
                 "slope_interval_level": 0.9, "slope_bootstrap_resamples": used}
 
     tables = {"width_scaling_points.csv": "points", "width_scaling.csv": "critical",
@@ -122,29 +116,23 @@ class WidthScaling(Experiment):
 
     def summary(self, results):
         config, s = config_of(results), results[self.name]
-        n = config.n_seeds
-        lines = [f"{s['model_name']}: the smallest pe_dim whose validation R^2 (mean over "
-                 f"{n} seed{'s' if n > 1 else ''}, at the best of the learning rates "
-                 f"{', '.join(f'{lr:g}' for lr in s['lr_grid'])}, Adam at a constant rate) "
-                 f"reaches {s['target_r2']}, by a bracketing search refined to a factor "
+        lines = [f"{s['model_name']}: the smallest pe_dim whose validation R^2 "
+                 f"{scoring_text(s, config.n_seeds)}, by a bracketing search refined to a factor "
                  f"{s['refine']:.3f} and confirmed at the next width; trained on the "
                  f"population ({s['n_train']} fresh sequences every epoch, {s['steps']} "
                  "steps); both bracketing widths refitted with twice the sequences and steps "
                  "at every T (steps check). Beside it pe_dim_best: the best case W = c I at "
                  "its best c, fresh positional draws per sequence, no training.", ""]
-        rows = [[str(r["seq_len"]), star_text(r), bracket_text(r), r["status"],
-                 str(r["pe_dim_best"]), fmt(r["star_over_best"], ".2f"), r2_text(r),
-                 fmt(r["lr_at_star"], "g"), steps_text(r), f"{r['q_log_t']:.1f}",
-                 rates_text(r)] for r in s["critical"]]
-        lines += markdown_table(["T", "pe_dim*", "bracket", "search", "pe_dim_best",
-                                 "/ best", "held-out R^2", "rate at pe_dim*",
-                                 "2x steps (val R^2)", "q log T", "rate chosen per pe_dim"],
-                                rows, ["r", "r", "r", "l", "r", "r", "r", "r", "l", "r", "l"])
+        lines += critical_table(s["critical"], [
+            "T", "width", "bracket", "search",
+            Column("pe_dim_best", lambda r: str(r["pe_dim_best"])),
+            Column("/ best", lambda r: fmt(r["star_over_best"], ".2f")),
+            "held-out R^2", "rate", "2x steps",
+            Column("q log T", lambda r: f"{r['q_log_t']:.1f}"), "rates"],
+            width="pe_dim*", rate="rate at pe_dim*", rates="rate chosen per pe_dim")
         lines += ["", f"Log-log slope of pe_dim* against T: {fmt(s['slope'], '.2f')}"
                   + _interval(s) + f"; of pe_dim_best: {fmt(s['best_slope'], '.2f')}."]
-        lines += [f"At T={r['seq_len']}: {r['reason']}." for r in s["critical"]
-                  if r["status"] not in ("found",)]
-        return lines
+        return lines + reason_lines(s["critical"])
 
     def figures(self):
         return {"width_scaling.png": plot_width_scaling}
@@ -167,11 +155,9 @@ def plot_width_scaling(results):
     fig, ax = plt.subplots(figsize=(10, 4.6), layout="constrained")
     if rows:
         lens = np.array([r["seq_len"] for r in rows], dtype=float)
-        stars = np.array([r["star"] for r in rows], dtype=float)
-        lower = np.array([r["lower"] or r["star"] for r in rows], dtype=float)
-        ax.errorbar(lens, stars, yerr=[stars - lower, np.zeros_like(stars)], capsize=3,
-                    label=f"pe_dim* (mean R^2 over {config.n_seeds} seeds); bar: bracket",
-                    **STYLES["paper"])
+        stars = found_with_bracket(
+            ax, lens, rows, label=f"pe_dim* (mean R^2 over {config.n_seeds} seeds); bar: bracket",
+            **STYLES["paper"])
         seeds = [p for p in s["critical_per_seed"] if p["star"] is not None]
         ax.scatter([p["seq_len"] * (1 + 0.03 * (p["seed"] % 3 - 1)) for p in seeds],
                    [p["star"] for p in seeds], s=14, marker="x", color="tab:blue", alpha=0.6,
@@ -184,8 +170,8 @@ def plot_width_scaling(results):
             ax.plot(ts, first * curve / curve[0], linestyle=style, color="gray",
                     label=f"{label}, scaled through the first point")
     every = sorted(s["critical"], key=lambda r: r["seq_len"])
+    lens_all = [r["seq_len"] for r in every]
     if every:
-        lens_all = [r["seq_len"] for r in every]
         best = np.array([r["pe_dim_best"] for r in every], dtype=float)
         ax.plot(lens_all, best, color="black", marker="s", markersize=4,
                 label="pe_dim_best: best case W = c I, fresh draws (theory, no training)")
@@ -193,13 +179,12 @@ def plot_width_scaling(results):
                 label="1.5 x pe_dim_best (verdict 4's limit)")
     missed = [r for r in s["critical"] if r["star"] is None and r["lower"]]
     if missed:
-        ax.scatter([r["seq_len"] for r in missed], [r["lower"] for r in missed], marker="^",
-                   s=50, color="tab:blue", label="not reached up to this pe_dim")
-    if rows or missed or every:
-        every = sorted(r["seq_len"] for r in s["critical"])
+        not_reached(ax, [r["seq_len"] for r in missed], [r["lower"] for r in missed],
+                    color="tab:blue", label="not reached up to this pe_dim")
+    if every:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
-        ax.set_xticks(every, [str(int(T)) for T in every])
+        ax.set_xticks(lens_all, [str(T) for T in lens_all])
     ax.set(xlabel="sequence length T", ylabel="pe_dim* (validation R^2 >= "
            f"{s['target_r2']})",
            title=f"Transformer width scaling, paper's model on the population\n"
