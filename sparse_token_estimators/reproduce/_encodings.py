@@ -11,16 +11,18 @@ stochastic and fixed fits are shared with length generalisation.
 
 from ._experiment import (
     Experiment,
+    beyond_training,
     config_of,
     find,
     fmt_spread,
+    length_cells,
+    length_rows,
     markdown_table,
     select,
-    spread,
     summarise,
 )
 from ._figures import band, legend_below, length_axes, pyplot, task_title
-from ._models import MODELS, Fit, model_name
+from ._models import MODELS, Fit
 
 #: (encoding, model key) in the order of the table and the legend
 ENTRIES = (("stochastic", "paper"), ("stochastic", "ensemble"), ("fixed", "fixed"),
@@ -51,13 +53,11 @@ class Encodings(Experiment):
         for encoding, model in entries(config):
             for seed in config.seeds():
                 r = records[Fit(model, p, T), seed]
-                rows += [{"encoding": encoding, "model": model, "model_name": r["model_name"],
-                          "pe_dim": p, "length": L, "factor": L / T, "seed": seed, "r2": r2}
-                         for L, r2 in r["r2_by_length"].items()]
+                rows += length_rows(r, T, seed, encoding=encoding, model=model,
+                                    model_name=r["model_name"], pe_dim=p)
                 beyond.append({"encoding": encoding, "model": model,
-                               "model_name": model_name(model, config), "seed": seed,
-                               "r2_beyond_T": spread([
-                                   r2 for L, r2 in r["r2_by_length"].items() if L > T])["mean"],
+                               "model_name": r["model_name"], "seed": seed,
+                               "r2_beyond_T": beyond_training(r, T),
                                "fit_cpu_s": r["fit_cpu_s"]})
         return {"rows": rows,
                 "summary": summarise(rows, ["encoding", "model", "model_name", "length"],
@@ -80,11 +80,10 @@ class Encodings(Experiment):
                  "beyond T (encodings.csv has every length). Measured: no verdict.", ""]
         rows = []
         for encoding, model in _present(section):
-            rows.append([encoding, results["models"][model]["name"]] + [
-                fmt_spread(find(section["summary"], model=model, length=f * T), "r2")
-                for f in factors] + [
-                fmt_spread(find(section["beyond_training"], model=model), "r2_beyond_T"),
-                f"{find(section['beyond_training'], model=model)['fit_cpu_s_mean']:.1f}"])
+            beyond = find(section["beyond_training"], model=model)
+            rows.append([encoding, results["models"][model]["name"],
+                         *length_cells(section["summary"], config, model=model),
+                         fmt_spread(beyond, "r2_beyond_T"), f"{beyond['fit_cpu_s_mean']:.1f}"])
         lines += markdown_table(["encoding", "model"] + [f"{f}T" for f in factors]
                                 + ["beyond T", "fit CPU s"], rows,
                                 ["l", "l"] + ["r"] * (len(factors) + 2))

@@ -151,6 +151,25 @@ def find(rows, **match):
     return next(iter(select(rows, **match)), None)
 
 
+def length_rows(record, seq_len, seed, **fields):
+    """A row per length a fit was scored at: ``fields``, the length, its multiple of the
+    training length ``seq_len``, the seed and the held-out R^2 there."""
+    return [{**fields, "length": L, "factor": L / seq_len, "seed": seed, "r2": r2}
+            for L, r2 in record["r2_by_length"].items()]
+
+
+def beyond_training(record, seq_len):
+    """The mean held-out R^2 of a fit over the lengths beyond its training length."""
+    return spread([r2 for L, r2 in record["r2_by_length"].items() if L > seq_len])["mean"]
+
+
+def length_cells(summary, config, **match):
+    """``mean ± sd`` of R^2 at each named length (``config.length_factors``) of the
+    summarised rows that match."""
+    return [fmt_spread(find(summary, length=f * config.seq_len, **match), "r2")
+            for f in config.length_factors]
+
+
 def config_of(results):
     """The :class:`ReproductionConfig` of a results dict (its ``"config"``)."""
     return ReproductionConfig.from_dict(results["config"])
@@ -160,6 +179,13 @@ def fcn_bound(config, width):
     """The FCN lower bound at first-layer width ``width`` for the task of ``config``."""
     return fcn_lower_bound(config.seq_len, config.n_selected, token_dim=config.token_dim,
                            width=width)
+
+
+def bound_at(config, width):
+    """``{"fcn_bound", "fcn_r2_ceiling"}``: the FCN lower bound at ``width`` and the R^2 it
+    caps an FCN of that width at."""
+    bound = fcn_bound(config, width)
+    return {"fcn_bound": bound, "fcn_r2_ceiling": 1 - bound / zero_loss(config)}
 
 
 def zero_loss(config):

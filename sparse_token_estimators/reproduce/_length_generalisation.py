@@ -10,16 +10,18 @@ fits give R^2 at 4T against pe_dim: length generalisation improves with d_p.
 
 from ._experiment import (
     Experiment,
+    beyond_training,
     config_of,
     find,
     fmt_spread,
+    length_cells,
+    length_rows,
     markdown_table,
     select,
-    spread,
     summarise,
 )
 from ._figures import band, legend_beside, length_axes, powers_of_two_ticks, pyplot, task_title
-from ._models import Fit, model_name
+from ._models import Fit
 
 MODELS = ("paper", "ensemble", "fixed")
 
@@ -36,21 +38,14 @@ class LengthGeneralisation(Experiment):
 
     def collect(self, config, records, found=None):
         T, p = config.seq_len, config.length_pe_dim
-        rows = []
+        rows, beyond = [], []
         for model in MODELS:
             for seed in config.seeds():
                 r = records[Fit(model, p, T), seed]
-                rows += [{"model": model, "model_name": r["model_name"], "pe_dim": p,
-                          "length": L, "factor": L / T, "seed": seed, "r2": r2}
-                         for L, r2 in r["r2_by_length"].items()]
-        beyond = []
-        for model in MODELS:
-            for seed in config.seeds():
-                values = [r["r2"] for r in select(rows, model=model, seed=seed)
-                          if r["length"] > T]
-                beyond.append({"model": model, "model_name": model_name(model, config),
-                               "seed": seed,
-                               "r2_beyond_T": spread(values)["mean"]})
+                rows += length_rows(r, T, seed, model=model, model_name=r["model_name"],
+                                    pe_dim=p)
+                beyond.append({"model": model, "model_name": r["model_name"], "seed": seed,
+                               "r2_beyond_T": beyond_training(r, T)})
         by_pe = []
         for model, grid in (("paper", config.pe_dims), ("ensemble", config.ensemble_pe_dims)):
             for q in grid:
@@ -75,14 +70,13 @@ class LengthGeneralisation(Experiment):
 
     def summary(self, results):
         config, section = config_of(results), results[self.name]
-        T, names = config.seq_len, results["models"]
-        factors = config.length_factors
+        names, factors = results["models"], config.length_factors
         rows = []
         for model in MODELS:
-            rows.append([names[model]["name"], str(config.length_pe_dim)] + [
-                fmt_spread(find(section["summary"], model=model, length=f * T), "r2")
-                for f in factors] + [
-                fmt_spread(find(section["beyond_training"], model=model), "r2_beyond_T")])
+            rows.append([names[model]["name"], str(config.length_pe_dim),
+                         *length_cells(section["summary"], config, model=model),
+                         fmt_spread(find(section["beyond_training"], model=model),
+                                    "r2_beyond_T")])
         lines = [f"Held-out R^2, mean ± sd over {config.n_seeds} seeds, at every length "
                  f"from q={config.n_selected} to {max(factors)}T "
                  f"(length_generalisation.csv); here the named lengths and the mean "

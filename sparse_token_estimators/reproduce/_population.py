@@ -14,6 +14,7 @@ import math
 
 from ._experiment import (
     Experiment,
+    bound_at,
     config_of,
     fcn_bound,
     find,
@@ -22,7 +23,6 @@ from ._experiment import (
     markdown_table,
     select,
     summarise,
-    zero_loss,
 )
 from ._figures import (
     SHORT,
@@ -62,20 +62,19 @@ class Population(Experiment):
                 for w in grid for data in ("population", "sample")]
 
     def collect(self, config, records, found=None):
-        zero = zero_loss(config)
         rows, gaps = [], []
         for fit in sorted(self.fits(config)):
             for seed in config.seeds():
                 r = records[fit, seed]
-                bound = fcn_bound(config, r["width"])
+                bound = bound_at(config, r["width"])
                 rows.append({
                     "model": fit.model, "model_name": r["model_name"], "data": fit.data,
                     "width": r["width"], "hidden_width": r.get("hidden_width"),
                     "pe_dim": r.get("pe_dim"), "seed": seed, "n_train": r["n_train"],
                     "test_loss": r["test_loss"], "test_loss_se": r["test_loss_se"],
                     "test_r2": r["test_r2"], "train_loss": r["train_loss"],
-                    "fcn_bound": bound, "fcn_r2_ceiling": 1 - bound / zero,
-                    "bound_ratio": r["test_loss"] / bound if bound > 0 else math.nan,
+                    **bound, "bound_ratio": r["test_loss"] / bound["fcn_bound"]
+                    if bound["fcn_bound"] > 0 else math.nan,
                     "fit_cpu_s": r["fit_cpu_s"],
                 })
         for row in rows:

@@ -10,8 +10,8 @@ held-out sampling error, about sqrt(2 / (d n_test)), does not cross).
 
 from ._experiment import (
     Experiment,
+    bound_at,
     config_of,
-    fcn_bound,
     find,
     fmt,
     fmt_spread,
@@ -47,22 +47,17 @@ class WidthSeparation(Experiment):
                 + [Fit("ensemble", p, T) for p in config.ensemble_pe_dims])
 
     def collect(self, config, records, found=None):
-        zero = zero_loss(config)
         rows = []
         for fit in sorted(self.fits(config)):
             for seed in config.seeds():
                 r = records[fit, seed]
-                bound = fcn_bound(config, r["width"])
                 rows.append({
                     "model": r["model"], "model_name": r["model_name"], "width": r["width"],
                     "hidden_width": r.get("hidden_width"), "pe_dim": r.get("pe_dim"),
                     "seed": seed, **{k: r[k] for k in VALUES}, "test_loss_se": r["test_loss_se"],
-                    "fcn_bound": bound, "fcn_r2_ceiling": 1 - bound / zero,
-                })
-        threshold = config.seq_len * config.token_dim
-        bound_curve = [{"width": m, "fcn_bound": fcn_bound(config, m),
-                        "fcn_r2_ceiling": 1 - fcn_bound(config, m) / zero}
-                       for m in range(1, threshold + 1)]
+                    **bound_at(config, r["width"])})
+        bound_curve = [{"width": m, **bound_at(config, m)}
+                       for m in range(1, config.seq_len * config.token_dim + 1)]
         return {"rows": rows, "summary": summarise(rows, ["model", "model_name", "width"], VALUES),
                 "bound": bound_curve}
 
@@ -76,8 +71,7 @@ class WidthSeparation(Experiment):
                  "(theory.fcn_lower_bound with the width).", ""]
         rows = []
         for w in sorted({r["width"] for r in summary}):
-            cells = [str(w), fmt(fcn_bound(config, w), ".3f"),
-                     fmt(1 - fcn_bound(config, w) / zero_loss(config), ".3f")]
+            cells = [str(w), *(fmt(v, ".3f") for v in bound_at(config, w).values())]
             for model in MODELS:
                 r = find(summary, model=model, width=w)
                 cells += [fmt_spread(r, "test_loss"), fmt_spread(r, "test_r2")]
