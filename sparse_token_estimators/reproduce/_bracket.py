@@ -227,6 +227,11 @@ def star_text(row, offset=0):
     return "-"
 
 
+def bracket_text(row):
+    """A critical row's bracket: ``(lower, star]``, "-" where none."""
+    return f"({row['lower'] or '-'}, {row['star'] or '-'}]"
+
+
 #: a column of a critical-width table: its header, the text of a row's cell, "l" or "r"
 Column = namedtuple("Column", "header cell align", defaults=("r",))
 
@@ -235,7 +240,7 @@ Column = namedtuple("Column", "header cell align", defaults=("r",))
 COLUMNS = {
     "T": Column("T", lambda r: str(r["seq_len"])),
     "width": Column(None, lambda r: star_text(r, r.get("width_offset", 0))),
-    "bracket": Column("bracket", lambda r: f"({r['lower'] or '-'}, {r['star'] or '-'}]"),
+    "bracket": Column("bracket", bracket_text),
     "search": Column("search", lambda r: r["status"], "l"),
     "held-out R^2": Column("held-out R^2", lambda r: "-" if r["test_r2_mean"] is None
                            else f"{r['test_r2_mean']:.3f} ± {r['test_r2_sd']:.3f}"),
