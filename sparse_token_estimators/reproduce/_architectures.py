@@ -40,6 +40,8 @@ from ._experiment import (
     find,
     fmt,
     fmt_spread,
+    length_cells,
+    length_rows,
     markdown_table,
     select,
     summarise,
@@ -154,10 +156,9 @@ class Architectures(Experiment):
         for model in (*LENGTH_MODELS, *QUERY_LENGTH_MODELS):
             for seed in seeds:
                 r = records[_fit(config, model, config.architecture_width), seed]
-                rows += [{"model": model, "model_name": r["model_name"],
-                          "layout": layout(model), "width": config.architecture_width,
-                          "length": L, "factor": L / T0, "seed": seed, "r2": r2}
-                         for L, r2 in r["r2_by_length"].items() if not math.isnan(r2)]
+                rows += [row for row in length_rows(
+                    r, T0, seed, model=model, model_name=r["model_name"], layout=layout(model),
+                    width=config.architecture_width) if not math.isnan(row["r2"])]
         sanity = [{"model": SANITY, "model_name": model_name(SANITY, config),
                    "seq_len": T, "seed": seed, "width": config.architecture_width,
                    "ceiling": q / T,
@@ -226,9 +227,8 @@ class Architectures(Experiment):
                           f"{x['ceiling']:.3f})" for x in s["query_sanity_summary"]) + ".", ""]
         lines += [f"Held-out R^2 (mean ± sd over {n} seeds) at width {s['width']} "
                   f"(d_model, hidden_size, pe_dim), trained at T={T}:", ""]
-        rows = [[results["models"][m]["name"]] + [
-            fmt_spread(find(s["lengths_summary"], model=m, length=f * T), "r2")
-            for f in factors] for m in _present(s)]
+        rows = [[results["models"][m]["name"], *length_cells(s["lengths_summary"], config,
+                                                              model=m)] for m in _present(s)]
         lines += markdown_table(["model"] + [f"{f}T" for f in factors], rows,
                                 ["l"] + ["r"] * len(factors))
         return lines + [""] + [f"- {sentence}" for sentence in sentences(results)]

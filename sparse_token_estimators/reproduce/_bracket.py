@@ -22,7 +22,7 @@ from functools import partial
 import numpy as np
 
 from .._critical_width import search_steps
-from ._experiment import find, fmt, markdown_table, summarise
+from ._experiment import find, fmt, markdown_table, seeds_text, summarise
 from ._models import MODELS, Fit, model_name
 
 #: the mean validation R^2 a critical width reaches (``_verdicts.THRESHOLDS``)
@@ -270,11 +270,6 @@ def reason_lines(rows, named=False):
     ``<model name> at T=..``)."""
     return [f"{r['model_name'] + ' at' if named else 'At'} T={r['seq_len']}: {r['reason']}."
             for r in rows if r["status"] != "found"]
-
-
-def seeds_text(n):
-    """``N seeds`` (``1 seed``)."""
-    return f"{n} seed{'s' if n > 1 else ''}"
 
 
 def scoring_text(section, n_seeds):

@@ -106,6 +106,11 @@ def fmt(value, spec=".3f"):
     return format(value, spec)
 
 
+def seeds_text(n):
+    """``N seeds`` (``1 seed``)."""
+    return f"{n} seed{'s' if n > 1 else ''}"
+
+
 def fmt_spread(row, key, spec=".3f"):
     """``mean ± sd`` of ``key`` in a summarised row; one seed has no spread to show.
 

@@ -23,10 +23,9 @@ from ._bracket import (
     protocol_searches,
     reason_lines,
     scoring_text,
-    seeds_text,
     star_text,
 )
-from ._experiment import Experiment, config_of, fmt, markdown_table
+from ._experiment import Experiment, config_of, fmt, markdown_table, seeds_text
 from ._figures import (
     STYLES,
     found_with_bracket,

@@ -34,7 +34,7 @@ def describe(fit, config, seed):
         "width": fit.model_width(config), width_parameter(fit.model): fit.width,
         "seq_len": fit.seq_len, "data": fit.data, "n_train": fit.training_size(config),
         "max_steps": fit.max_steps, "lr": fit.learning_rate(config), "seed": seed,
-        "layout": MODELS[fit.model].layout,
+        "layout": _layout(fit),
     }
 
 

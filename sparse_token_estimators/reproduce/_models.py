@@ -85,7 +85,6 @@ MODELS = {
 }
 
 
-
 def _query(model, name):
     """``model`` in the query layout, trained as the architectures are."""
     return replace(model, name=name, training="architecture_training", layout="query")

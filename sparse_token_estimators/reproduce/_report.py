@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 from . import _records
-from ._experiment import config_of, markdown_table
+from ._experiment import config_of, markdown_table, seeds_text
 from ._figures import DPI, pyplot
 from ._registry import EXPERIMENTS
 from ._verdicts import FIXED_ON, THRESHOLDS, assess_claims
@@ -207,8 +207,7 @@ def summary_markdown(results, *, figures=True):
     for c in results["claims"]:
         shown = c["verdict"] if c["verdict"] == "supported" else c["verdict"].upper()
         lines += [f"- **{c['claim']}: {shown} by this run** (judged on the mean over "
-                  f"{c['n_seeds']} seed"
-                  f"{'s' if c['n_seeds'] > 1 else ''}; {c['seeds_supporting']} of "
+                  f"{seeds_text(c['n_seeds'])}; {c['seeds_supporting']} of "
                   f"{c['n_seeds']} support it on their own; model: {c['model']}). "
                   f"{c['statement']}",
                   f"  Evidence: {c['evidence']}."]
