@@ -7,10 +7,11 @@ there is one, and the modules beside it that the estimators are made of):
 - lines, total and of code (not blank, not a comment, not a docstring);
 - the skorch methods the public estimators override (named): attributes of a
   skorch or scikit-learn class in an estimator's MRO that a class of this package
-  redefines (scikit-learn's generated ``set_*_request`` aside);
+  redefines (the ``set_*_request`` methods scikit-learn generates aside);
 - the private names of skorch and scikit-learn the layer touches (named): an
   attribute ``x._name`` or a string ``"_name"`` that names a private attribute
-  of skorch's or scikit-learn's classes, and imports from their private modules.
+  of skorch's or scikit-learn's classes, and imports from their private modules
+  (skorch's hook ``_default_callbacks`` aside, see ``HOOKS``).
 
 Compare two commits by checking one out elsewhere, e.g.
 ``git worktree add /tmp/before ffa7587`` then
@@ -28,6 +29,9 @@ import sys
 import tokenize
 from pathlib import Path
 
+#: skorch's private names that are its extension points, as its own subclasses use them
+HOOKS = {"_default_callbacks": "the default callbacks (skorch's get_params reads this property "
+                               "itself; NeuralNetClassifier and issue 36 name it as the hook)"}
 #: the modules of the estimator layer, beside the package (those that exist are counted)
 LAYER_FILES = ("_base.py", "_checks.py", "_params.py", "_fitted.py", "_persistence.py",
                "_files.py", "_device.py", "_batching.py", "_layout.py", "estimators.py",
@@ -77,8 +81,8 @@ def _library_private_names():
                 names.update(vars(klass))
     names.update(vars(NeuralNetRegressor(torch.nn.Linear)))  # set by __init__
     names.add("prefixes_")  # skorch's bookkeeping of components, swapped only in __dict__
-    return {name for name in names
-            if (name.startswith("_") and not name.endswith("__")) or name == "prefixes_"}
+    return {name for name in names if name not in HOOKS
+            and ((name.startswith("_") and not name.endswith("__")) or name == "prefixes_")}
 
 
 def private_names(files):
@@ -110,14 +114,15 @@ def private_names(files):
 def overridden_methods(root):
     """The skorch methods the public estimators override, by a fresh interpreter on ``root``."""
     script = (
-        "import sys, json; sys.path.insert(0, sys.argv[1]);"
+        "import sys, json, inspect; sys.path.insert(0, sys.argv[1]);"
         "import sparse_token_estimators as s;"
         "names = set(); SKIP = {'__init__', '__doc__', '__module__', '__dict__',"
         " '__weakref__', '__annotations__'};"
         "ests = [s.SparseTokenTransformer, s.SparseTokenFCN, s.SparseTokenEncoder,"
         " s.SparseTokenRNN];"
         "[names.update(n for k in e.__mro__ if k.__module__.startswith('sparse_token')"
-        " for n in vars(k) if n not in SKIP and not n.endswith('_request')"
+        " for n in vars(k) if n not in SKIP and (not n.endswith('_request')"
+        " or inspect.isfunction(vars(k)[n]))"
         " and any(n in vars(b) for b in e.__mro__"
         " if b.__module__.split('.')[0] in ('skorch', 'sklearn'))) for e in ests];"
         "print(json.dumps(sorted(names)))"

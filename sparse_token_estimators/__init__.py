@@ -14,9 +14,9 @@ import importlib
 _PUBLIC = {
     "FlattenTokens": ".preprocessing",
     "SparseSelectionStream": ".datasets",
-    "SparseTokenEncoder": "._more_estimators",
+    "SparseTokenEncoder": ".estimators",
     "SparseTokenFCN": ".estimators",
-    "SparseTokenRNN": "._more_estimators",
+    "SparseTokenRNN": ".estimators",
     "SparseTokenTransformer": ".estimators",
     "TrainingDivergedError": ".estimators",
     "make_sparse_selection": ".datasets",

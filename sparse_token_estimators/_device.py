@@ -110,13 +110,11 @@ def move_fitted(net, device):
     tensors = [*net.module_.parameters(), *net.module_.buffers()]
     if not tensors or same_device(tensors[0].device, device):
         return
-    for name in net._modules + net._criteria:
-        component = getattr(net, name + "_", None)
+    for component in (net.module_, getattr(net, "criterion_", None)):
         if isinstance(component, torch.nn.Module):
             component.to(device)
-    for name in net._optimizers:
-        optimizer = getattr(net, name + "_", None)
-        if optimizer is not None:  # loading casts its state to the parameters' device
-            optimizer.load_state_dict(optimizer.state_dict())
+    optimizer = getattr(net, "optimizer_", None)
+    if optimizer is not None:  # loading casts its state to the parameters' device
+        optimizer.load_state_dict(optimizer.state_dict())
     rng = net.torch_rng_
     net.torch_rng_ = generator_on(rng.device.type, rng.get_state(), device)

@@ -184,6 +184,14 @@ def check_tokens(X, *, token_dim=None, layout="indicator", n_selected=None):
     indicator = np.ascontiguousarray(split_tokens(original)[1])
     if not np.all((indicator == 0) | (indicator == 1)):
         bad = np.unique(indicator[(indicator != 0) & (indicator != 1)])[:5]
+        if _looks_like_query_rows(indicator):
+            raise ValueError(
+                "The last channel of X is the selection indicator and must hold "
+                f"only 0.0 and 1.0; found {bad.tolist()}, which look like the positions "
+                "of query rows [0_d, i_j]: X is in the query layout. Pass "
+                "layout='query' to the estimator (n_selected=... optional, learned from "
+                "X), or convert X with to_indicator_layout(X)."
+            )
         raise ValueError(
             "The last channel of X is the selection indicator and must hold "
             f"only 0.0 and 1.0; found {bad.tolist()}. Append the indicator as "
@@ -244,6 +252,47 @@ def check_target(y, X):
 
 
 # -- the query layout -----------------------------------------------------------------
+
+
+def _looks_like_query_rows(last):
+    """Whether the last channel ``last`` (n, rows) is that of query-layout sequences.
+
+    Every sample ends with the same number q of rows naming 1-based positions of
+    the T = rows - q token rows before them, whose last channel is 0.
+    """
+    q = int(np.count_nonzero(last[0]))
+    tokens = last.shape[1] - q
+    if q == 0 or tokens < 1:
+        return False
+    queries = last[:, tokens:]
+    return bool(np.all(last[:, :tokens] == 0) and np.all(queries == np.round(queries))
+                and np.all((queries >= 1) & (queries <= tokens)))
+
+
+def has_query_rows(layout):
+    """Whether sequences of ``layout`` end with query rows (the query layout).
+
+    The estimators ask this (and :func:`query_rows`, :func:`layout_rules`) rather
+    than compare layout names.
+
+    Examples
+    --------
+    >>> has_query_rows("query"), has_query_rows("indicator")
+    (True, False)
+    """
+    return check_layout(layout) == "query"
+
+
+def query_rows(layout, n_selected):
+    """How many rows of a sequence of ``layout`` are query rows: q, or 0 (indicator)."""
+    return (n_selected or 0) if has_query_rows(layout) else 0
+
+
+def layout_rules(layout, n_selected):
+    """:func:`check_tokens`' layout keywords for ``layout`` (none for the indicator layout)."""
+    if not has_query_rows(layout):
+        return {}
+    return {"layout": layout, "n_selected": n_selected}
 
 
 def check_layout(layout):

@@ -37,3 +37,22 @@ class NonFinitePredictionWarning(RuntimeWarning):
     >>> issubclass(NonFinitePredictionWarning, RuntimeWarning)
     True
     """
+
+
+class InvalidParameterError(ValueError, TypeError):
+    """A constructor parameter has a value it does not accept.
+
+    Raised by ``fit``, ``partial_fit`` and ``initialize`` (and ``predict`` for the
+    parameters prediction reads) before anything is built, with scikit-learn's
+    wording and the fix. Both a ``ValueError`` and a ``TypeError``, as
+    scikit-learn's own error of that name.
+
+    Examples
+    --------
+    >>> from sparse_token_estimators import SparseTokenFCN
+    >>> try:
+    ...     SparseTokenFCN(batch_size=0).initialize()
+    ... except InvalidParameterError as exc:
+    ...     print(str(exc)[:52])
+    The 'batch_size' parameter of SparseTokenFCN must be
+    """

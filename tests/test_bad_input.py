@@ -2,8 +2,8 @@
 
 - **Each check, on its own**: a table per check function, called directly: the
   data checks (``_layout.check_tokens``, ``check_target``), the parameter
-  rules (``_params.validate``, every constructor parameter of every
-  estimator), the routed values (``_params.check_components``), the fit
+  rules (``estimators._rules.validate``, every constructor parameter of every
+  estimator), the routed values (``_checks.check_components``), the fit
   keywords, the lengths (``_check_seq_len``), the encoder's sizes and the
   generator's arguments. Each bad value raises the error type of its row,
   with a message that names the argument and says what to do.
@@ -34,7 +34,6 @@ from conftest import (
     snapshot,
 )
 from sklearn.exceptions import NotFittedError
-from sklearn.utils._param_validation import InvalidParameterError
 from skorch.callbacks import EarlyStopping, TrainEndCheckpoint
 
 from sparse_token_estimators import (
@@ -44,11 +43,12 @@ from sparse_token_estimators import (
     SparseTokenFCN,
     SparseTokenRNN,
     SparseTokenTransformer,
-    _params,
     make_sparse_selection,
 )
 from sparse_token_estimators._layout import check_target, check_tokens
 from sparse_token_estimators.architectures import check_encoder_sizes
+from sparse_token_estimators.estimators import _checks, _rules
+from sparse_token_estimators.exceptions import InvalidParameterError
 
 N, T, D = 12, 5, 2
 X_OK, Y_OK = make_task(N, seq_len=T, token_dim=D)
@@ -168,7 +168,7 @@ def test_check_target_refuses(case):
     assert_message(info.value, pattern)
 
 
-# -- the parameters: _params.validate ---------------------------------------------------
+# -- the parameters: _rules.validate ---------------------------------------------------
 
 # Every constructor parameter, the package's and skorch's: bad values (each
 # row of the table in issue 16 and its neighbours: negative, zero, float,
@@ -254,11 +254,11 @@ def param_rows():
 
 @pytest.mark.parametrize("class_name, param", list(param_rows()))
 def test_validate_refuses_every_bad_value(class_name, param):
-    constraints = CLASSES[class_name]._parameter_constraints
-    hint = _params.HINTS[param]
+    constraints = CLASSES[class_name]._parameter_rules
+    hint = _rules.HINTS[param]
     for value in OWN_BAD_PARAMS[class_name].get(param, BAD_PARAMS.get(param)):
         with pytest.raises(InvalidParameterError) as info:
-            _params.validate(constraints, {param: value}, class_name)
+            _rules.validate(constraints, {param: value}, class_name)
         assert_names_the_parameter(info.value, class_name, param, value)
         fix = hint(value) if callable(hint) else hint
         assert fix and str(info.value).endswith(" " + fix), str(info.value)
@@ -268,11 +268,11 @@ def test_validate_refuses_every_bad_value(class_name, param):
 def test_every_parameter_has_bad_values_and_a_fix(class_name):
     params = set(CLASSES[class_name]().get_params(deep=False)) - {"_params_to_validate"}
     assert params == set(BAD_PARAMS) | set(OWN_BAD_PARAMS[class_name])
-    assert params <= set(_params.HINTS)
+    assert params <= set(_rules.HINTS)
     # the catalogue's values pass
     for name in ESTIMATORS:
         if type(make_estimator(name)).__name__ == class_name:
-            _params.validate(CLASSES[class_name]._parameter_constraints,
+            _rules.validate(CLASSES[class_name]._parameter_rules,
                              make_estimator(name).get_params(deep=False), class_name)
 
 
@@ -280,7 +280,7 @@ def test_every_parameter_has_bad_values_and_a_fix(class_name):
 
 REFUSED_BY = r"{} (is|are) refused by {}: .*Pass values \w+ accepts.*Nothing was changed"
 #: (the component, the routed values, the pattern: the values and the component
-#: named); _params.check_components
+#: named); _checks.check_components
 ROUTED = [
     ({}, dict(criterion__reduction="bogus"),
      REFUSED_BY.format(r"criterion__reduction='bogus'", "criterion=MSELoss")),
@@ -299,13 +299,13 @@ ROUTED = [
                          ids=[str(r) for _, r, _ in ROUTED])
 def test_check_components_refuses_routed_values(component, routed, pattern):
     with pytest.raises(ValueError) as info:
-        _params.check_components(make_estimator("fcn", **component, **routed), iterators=True)
+        _checks.check_components(make_estimator("fcn", **component, **routed), iterators=True)
     assert_message(info.value, pattern)
     # as values about to be set (set_params) too
     with pytest.raises(ValueError) as info:
-        _params.check_components(make_estimator("fcn", **component), routed, iterators=True)
+        _checks.check_components(make_estimator("fcn", **component), routed, iterators=True)
     assert_message(info.value, pattern)
-    _params.check_components(make_estimator("fcn", **component), iterators=True)  # defaults pass
+    _checks.check_components(make_estimator("fcn", **component), iterators=True)  # defaults pass
 
 
 @pytest.mark.parametrize("name", EACH_KIND)
@@ -313,11 +313,11 @@ def test_check_fit_params_refuses_what_forward_does_not_take(name):
     est = make_estimator(name)
     module = est.module.__name__
     with pytest.raises(TypeError, match=r"\.fit does not support sample_weight.*np\.repeat"):
-        est._check_fit_params({"sample_weight": np.ones(N)}, "fit")
+        _checks.check_fit_params(est, {"sample_weight": np.ones(N)}, "fit")
     with pytest.raises(TypeError, match=rf"\.partial_fit got the keyword argument\(s\) bogus, "
                                         rf"which {module}\.forward does not take.*pass X and y"):
-        est._check_fit_params({"bogus": 1}, "partial_fit")
-    est._check_fit_params({}, "fit")
+        _checks.check_fit_params(est, {"bogus": 1}, "partial_fit")
+    _checks.check_fit_params(est, {}, "fit")
 
 
 FCN_LEN = (r"X has seq_len 7, but this SparseTokenFCN was fitted on seq_len 5.*Use "
@@ -520,7 +520,7 @@ def test_initialize_runs_the_parameter_checks(name, fitted, tmp_path):
                  r"did you mean optimizer__weight_decay", directory)
 
 
-#: every parameter that prediction reads (``_params.PREDICTION``), with a bad value
+#: every parameter that prediction reads (``estimators._rules.PREDICTION``), with a bad value
 PREDICTION = {"batch_size": 0, "iterator_valid": None, "dataset": None,
               "predict_nonlinearity": 1, "device": "tpu", "compile": "yes", "n_pe_draws": 0}
 
@@ -594,7 +594,7 @@ def test_flatten_tokens_runs_its_checks_and_changes_nothing(fitted):
 
 def test_the_entry_point_tests_cover_every_estimator_class():
     assert {type(make_estimator(name)) for name in EACH_KIND} == set(CLASSES.values())
-    assert set(PREDICTION) == set(_params.PREDICTION)
+    assert set(PREDICTION) == set(_rules.PREDICTION)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
@@ -624,28 +624,43 @@ def test_routed_arguments_reach_their_component_and_typos_are_refused(name):
         assert not hasattr(est, "module_")
 
 
-def test_parameter_validation_is_scikit_learns():
-    # The private pieces of scikit-learn the rules rely on: pinned, so that a
-    # change in scikit-learn shows up here rather than as a silent gap.
-    from sklearn.utils._param_validation import (
-        Interval,
-        Options,
-        StrOptions,
-        validate_parameter_constraints,
-    )
+#: (kind, accepted values, refused values): the rules' building blocks
+KINDS = [
+    (lambda: _rules.Count(1), [1, 2, np.int64(3)], [0, -1, 1.5, "1", True, np.bool_(True), None]),
+    (lambda: _rules.Count(0), [0, 5], [-1, False]),
+    (lambda: _rules.NON_NEGATIVE, [0, 0.5, 3], [-0.1, float("nan"), float("inf"), True, "1"]),
+    (lambda: _rules.OneOf("a", "b"), ["a", "b"], ["A", "c", None, 1]),
+    (lambda: _rules.OneOf(-1), [-1], [-2, "-1", 1.0 - 2.0]),
+    (lambda: _rules.BOOLEAN, [True, False, np.bool_(True)], [0, 1, "yes", None]),
+    (lambda: _rules.RANDOM_STATE, [None, 0, 2**32 - 1, np.random.RandomState(0)],
+     [-1, 2**32, 1.5, "a"]),
+    (lambda: _rules.VERBOSE, [0, 1, True], [-1, 1.5, None, "loud"]),
+    (lambda: _rules.DEVICE, ["auto", "cpu", "cuda", "cuda:1", torch.device("cpu")],
+     ["tpu", "meta", 1, None]),
+    (lambda: _rules.CALLBACKS, [[], [EarlyStopping()], [("stop", EarlyStopping())],
+                                [("off", None)], [EarlyStopping]],
+     ["x", [1], ["EarlyStopping"], [("stop",)], EarlyStopping()]),
+]
 
+
+@pytest.mark.parametrize("make_kind, accepted, refused", KINDS)
+def test_parameter_kinds_accept_and_refuse(make_kind, accepted, refused):
+    kind = make_kind()
+    assert all(kind.accepts(value) for value in accepted), str(kind)
+    assert not any(kind.accepts(value) for value in refused), str(kind)
+
+
+def test_invalid_parameter_error_is_a_value_and_a_type_error():
     assert issubclass(InvalidParameterError, ValueError)
     assert issubclass(InvalidParameterError, TypeError)
-    assert issubclass(_params.Count, Interval) and issubclass(_params.Device, Options)
-    assert SparseTokenTransformer._parameter_constraints is _params.TRANSFORMER
-    assert SparseTokenFCN._parameter_constraints is _params.FCN
-    assert SparseTokenEncoder._parameter_constraints is _params.ENCODER
-    assert SparseTokenRNN._parameter_constraints is _params.RNN
-    with pytest.raises(InvalidParameterError, match="The 'x' parameter of f must be"):
-        validate_parameter_constraints({"x": [StrOptions({"a"})]}, {"x": "b"}, "f")
-    # bools are ints to Python, never sizes or rates here
-    for constraint in (_params.Count(1), _params.NonNegative()):
-        assert not constraint.is_satisfied_by(True)
+    assert SparseTokenTransformer._parameter_rules is _rules.TRANSFORMER
+    assert SparseTokenFCN._parameter_rules is _rules.FCN
+    assert SparseTokenEncoder._parameter_rules is _rules.ENCODER
+    assert SparseTokenRNN._parameter_rules is _rules.RNN
+    with pytest.raises(InvalidParameterError, match=r"^The 'x' parameter of f must be a str "
+                                                    r"among \{'a'\}\. Got 'b' instead\.$"):
+        _rules.validate({"x": [_rules.OneOf("a")]}, {"x": "b"}, "f")
+    _rules.validate({"x": [_rules.OneOf("a")]}, {"y": "b"}, "f")  # no rule, not checked
 
 
 # -- no fit returns without having trained ----------------------------------------

@@ -233,7 +233,7 @@ def test_the_user_guide_python_blocks_run_when_saved_as_scripts():
 
 
 def test_the_changing_parameters_table_names_every_structural_parameter():
-    from sparse_token_estimators import _params
+    from sparse_token_estimators.estimators import _rules as _params
 
     guide = (DOCS / "user_guide.rst").read_text()
     table = guide.split(".. _changing-a-fitted-estimator:")[1].split("Every value set")[0]

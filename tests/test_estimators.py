@@ -300,7 +300,7 @@ def test_averaging_positional_draws_lowers_the_error(fitted_transformer, test_ta
 @pytest.mark.parametrize("method", ["fit", "partial_fit"])
 def test_training_data_is_checked_once_per_call(method, make_estimator, tiny_task, monkeypatch):
     # skorch's fit calls partial_fit; the checks (a pass over all of X) run once.
-    import sparse_token_estimators._checks as estimators
+    import sparse_token_estimators._layout as estimators
 
     calls = []
 
@@ -682,11 +682,11 @@ class _SelectedMean(torch.nn.Module):
 
 
 def test_a_subclass_declares_only_its_module_parameters_sizes_and_lengths(tiny_task):
-    from sparse_token_estimators import _params
-    from sparse_token_estimators._base import _SparseTokenRegressor
+    from sparse_token_estimators.estimators import _rules as _params
+    from sparse_token_estimators.estimators._base import _SparseTokenRegressor
 
     class SelectedMean(_SparseTokenRegressor):
-        _parameter_constraints = {**_params.SKORCH, **_params.COMMON, "bias": ["boolean"]}
+        _parameter_rules = {**_params.SKORCH, **_params.COMMON, "bias": [_params.BOOLEAN]}
         _module_params = ("bias",)
 
         def __init__(self, module=_SelectedMean, *, token_dim=None, bias=True,

@@ -25,10 +25,10 @@ import sparse_token_estimators
 from sparse_token_estimators import (
     SparseTokenEncoder,
     SparseTokenRNN,
-    _params,
     make_sparse_selection,
 )
 from sparse_token_estimators.architectures import RecurrentNet, TransformerEncoder
+from sparse_token_estimators.estimators import _rules
 
 N, D = 12, 2
 TASK = make_task(N, seq_len=5, token_dim=D)
@@ -58,7 +58,7 @@ GROUPS = {"d_model": "structural", "n_heads": "structural", "n_layers": "structu
     ("encoder", "positional_encoding", "rope"), ("rnn", "cell", "lstm"),
     ("rnn", "hidden_size", 4), ("rnn", "n_layers", 2)])
 def test_a_structural_change_unfits_until_set_back(est_name, param, value):
-    assert _params.group_of(param) == GROUPS[param]
+    assert _rules.group_of(param) == GROUPS[param]
     X_OK, Y_OK = TASK
     est = make_estimator(est_name).fit(X_OK, Y_OK)
     before, good = est.predict(X_OK), est.get_params()[param]
@@ -129,7 +129,7 @@ def test_a_new_process_rebuilds_each_model_from_parameters_and_weights(tmp_path)
                                err_msg=f"{job['name']} at {length}")
 
 
-# Weights name the structural parameters that made them (``_params.GROUPS``):
+# Weights name the structural parameters that made them (``estimators._rules.GROUPS``):
 # (estimator, saved with, loaded into, the differences the refusal names)
 MISMATCHES = {
     "encoder-d_model": (SparseTokenEncoder, dict(d_model=8), dict(d_model=16),

@@ -43,6 +43,7 @@ from sparse_token_estimators import (
     checkpoints,
     make_sparse_selection,
 )
+from sparse_token_estimators.estimators import _persistence
 
 X, Y = make_sparse_selection(240, 6, 3, n_selected=2, random_state=0)
 X_TEST, _ = make_sparse_selection(50, 6, 3, n_selected=2, random_state=1)
@@ -463,7 +464,7 @@ def test_both_formats_record_the_model_and_stay_plain_state_dicts(tmp_path):
     # still a plain state_dict: any torch code loads it into the module
     module = make("stochastic", **SIZES["stochastic"]).initialize().module_
     module.load_state_dict(state)
-    fcn_meta = make("fcn").fit(X, Y)._weights_metadata()["params"]
+    fcn_meta = _persistence.weights_metadata(make("fcn").fit(X, Y))["params"]
     assert {k: fcn_meta[k] for k in ("seq_len", "token_dim", "hidden_width",
                                      "n_hidden_layers")} == dict(seq_len=6, token_dim=3,
                                                                  hidden_width=16,

@@ -38,6 +38,7 @@ from sparse_token_estimators import (
 )
 from sparse_token_estimators._layout import check_tokens
 from sparse_token_estimators.architectures import TransformerEncoder
+from sparse_token_estimators.estimators import _persistence
 from sparse_token_estimators.modules import SparseTokenAttention
 
 T, D, Q = 6, 3, 2
@@ -400,7 +401,7 @@ def test_weights_saved_before_the_query_layout_load_in_the_indicator_layout(tmp_
 
     X, y = make_sparse_selection(100, T, D, Q, random_state=0)
     est = SparseTokenFCN(hidden_width=8, max_epochs=1, random_state=0).fit(X, y)
-    metadata = est._weights_metadata()
+    metadata = _persistence.weights_metadata(est)
     assert metadata["params"]["layout"] == "indicator" and "n_selected" not in metadata["params"]
     del metadata["params"]["layout"]  # as written before the layout existed
     path = tmp_path / "old.pt"

@@ -6,10 +6,9 @@ from dataclasses import asdict, dataclass, replace
 
 from skorch.callbacks import Callback
 
-from .._more_estimators import SparseTokenEncoder, SparseTokenRNN
 from ..architectures import CELLS, ENCODER_ENCODINGS
 from ..callbacks import AlignmentRecorder, StepBudget
-from ..estimators import SparseTokenFCN, SparseTokenTransformer
+from ..estimators import SparseTokenEncoder, SparseTokenFCN, SparseTokenRNN, SparseTokenTransformer
 
 
 @dataclass(frozen=True)

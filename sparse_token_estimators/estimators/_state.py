@@ -1,0 +1,223 @@
+"""What a fitted module was built with, what a change of parameter does to it, and undo.
+
+Plain functions of the estimator (``net``). The parameters a module was built with
+are recorded (``record_build``) and compared with the current ones (``_rules.GROUPS``
+says which matter): a changed structural parameter makes the estimator read as
+unfitted until it is refit or the value is set back; an applied one
+(``n_pe_draws``, ``device``, ``compile``) is applied to the fitted module
+(``apply_to_fitted``); settings are read where they are used.
+
+:class:`Transaction` puts the estimator back as it was when a call that fails
+began: the guarantee of ``fit``, ``partial_fit``, ``initialize`` and ``load_params``.
+"""
+
+import copy
+
+import torch
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import check_is_fitted
+
+from .._device import move_fitted, resolve_device
+from . import _rules
+
+_UNSET = "(unset)"
+#: the components of every estimator: built by skorch's initialize, trained in place
+COMPONENTS = ("module_", "criterion_", "optimizer_")
+
+
+def _same(a, b):
+    """``a == b`` for parameter values of any kind (arrays, classes, objects)."""
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except Exception:  # an array's elementwise ==, or a type that refuses ==
+        return False
+
+
+def structure(net):
+    """The structural parameters of ``net`` as they are now."""
+    return {name: value for name, value in net.get_params(deep=False).items()
+            if _rules.is_structural(name)}
+
+
+def _components(net):
+    """What the criterion and optimizer were built from."""
+    return {name: value for name, value in net.get_params(deep=False).items()
+            if name in ("criterion", "optimizer") or name.startswith("criterion__")}
+
+
+def record_build(net):
+    """Record what the module just built was built with."""
+    net._built_with_ = {
+        "structure": structure(net), "components": _components(net),
+        "compile": net.get_params_for("compile") if net.compile else None,
+        "callbacks": net.callbacks,
+    }
+
+
+def structure_changes(net):
+    """``(name, built with, now)`` for each structural change since the build."""
+    built = net.__dict__.get("_built_with_")
+    if built is None or "module_" not in net.__dict__:
+        return []
+    built, now = built["structure"], structure(net)
+    changes = []
+    for name in sorted(set(built) | set(now)):
+        if name == "n_selected" and not _has_query_rows(now.get("layout")):
+            continue  # the indicator layout has no query rows: q shapes nothing
+        if name in ("token_dim", "seq_len", "n_selected"):
+            # None learns the size: only a given size can differ from the fitted one
+            fitted = net.__dict__.get(name + "_")
+            if now.get(name) is not None and now[name] != fitted:
+                changes.append((name, fitted, now[name]))
+        elif not _same(built.get(name, _UNSET), now.get(name, _UNSET)):
+            changes.append((name, built.get(name, _UNSET), now.get(name, _UNSET)))
+    return changes
+
+
+def _has_query_rows(layout):
+    from .._layout import has_query_rows
+
+    try:
+        return has_query_rows(layout)
+    except ValueError:  # a bad layout is refused, with its fix, where it is used
+        return False
+
+
+def is_current(net):
+    """Whether there is a module to continue from, built as the parameters say."""
+    return net.initialized_ and "module_" in net.__dict__ and not structure_changes(net)
+
+
+def check_fitted(net):
+    """Raise ``NotFittedError`` if ``net`` has no module, or one built with other parameters."""
+    changes = structure_changes(net)
+    if changes:
+        what = "; ".join(f"{name} {old!r} -> {new!r}" for name, old, new in changes)
+        name, old, _ = changes[0]
+        raise NotFittedError(
+            f"This {type(net).__name__} is not fitted for its current parameters: "
+            f"{what} since its module was built. Call fit to train a model with the "
+            f"new parameters, or set {name}={old!r} back to use the fitted one."
+        )
+    check_is_fitted(net)
+
+
+def applicable(net):
+    """Whether the applied parameters pass their rules (a bad one waits for fit or predict)."""
+    try:
+        _rules.validate(net._parameter_rules,
+                        {name: getattr(net, name) for name, group in _rules.GROUPS.items()
+                         if group == "applied" and name in net.__dict__},
+                        type(net).__name__)
+        resolve_device(net.__dict__["device"])
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def apply_to_fitted(net):
+    """Bring the fitted model in line with the "applied" parameters.
+
+    ``device`` moves the module, optimizer state and training generator;
+    module attributes (``n_pe_draws``) are set; ``compile`` compiles or
+    un-compiles the module in place. Writes only what differs.
+    """
+    move_fitted(net, resolve_device(net.__dict__["device"]))
+    for name in net._module_attributes:
+        if getattr(net.module_, name) != getattr(net, name):
+            setattr(net.module_, name, getattr(net, name))
+    apply_compile(net)
+
+
+def apply_compile(net):
+    """Compile or un-compile the module and criterion in place, as ``compile`` says."""
+    wanted = net.get_params_for("compile") if net.compile else None
+    for name in ("module_", "criterion_"):
+        module = net.__dict__.get(name)
+        if not isinstance(module, torch.nn.Module):
+            continue
+        # torch has no public way to undo nn.Module.compile or to ask whether
+        # it ran: it keeps the compiled call here (and unpickling drops it)
+        compiled = getattr(module, "_compiled_call_impl", None) is not None
+        if wanted is None and compiled:
+            module._compiled_call_impl = None
+        elif wanted is not None and (not compiled or wanted != net._built_with_["compile"]):
+            module.compile(**wanted)
+    if net._built_with_["compile"] != wanted:
+        net._built_with_["compile"] = wanted
+
+
+def rebuild_changed_components(net):
+    """Rebuild the criterion, optimizer or callbacks whose parameters changed.
+
+    ``warm_start`` and ``partial_fit`` keep skorch's criterion, optimizer and
+    callbacks; those whose parameters changed are rebuilt so that the setting
+    is honoured (the weights stay; a rebuilt optimizer's state starts afresh).
+    """
+    built = net._built_with_
+    if not all(_same(value, built["components"].get(name, _UNSET))
+               for name, value in _components(net).items()):
+        net.initialize_criterion()
+        net.initialize_optimizer()
+        built["components"] = _components(net)
+    if net.callbacks is not built["callbacks"]:
+        if net.callbacks == "disable":
+            net.callbacks_ = []
+        else:
+            net.initialize_callbacks()
+        built["callbacks"] = net.callbacks
+
+
+class Transaction:
+    """A context manager over everything a failing call may change.
+
+    ``with Transaction(net) as txn:``: if the block raises, the estimator is
+    put back as it was when the block began (its ``__dict__``, the weights of
+    the module, criterion and optimizer, which training changes in place, the
+    history and the training generator). ``txn.rollback()`` puts it back at
+    once (the block then changes nothing more on exit); ``txn.commit()`` keeps
+    what the block did even if it raises.
+    """
+
+    def __init__(self, net):
+        self._net = net
+        self._done = False
+        self._state = {key: copy.copy(value) if isinstance(value, (dict, set)) else value
+                       for key, value in net.__dict__.items()}
+        self._weights = []
+        for name in COMPONENTS:
+            component = net.__dict__.get(name)
+            if hasattr(component, "state_dict"):  # trained in place when training continues
+                self._weights.append((component, copy.deepcopy(component.state_dict())))
+        self._history = copy.deepcopy(net.__dict__.get("history_"))
+        rng = net.__dict__.get("torch_rng_")
+        self._rng = (rng, None if rng is None else rng.get_state())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self.rollback()
+        return False
+
+    def commit(self):
+        """Keep what was done, whatever happens next in the block."""
+        self._done = True
+
+    def rollback(self):
+        """Put the estimator back as it was when the transaction began (once)."""
+        if self._done:
+            return
+        self._done = True
+        net = self._net
+        net.__dict__.clear()
+        net.__dict__.update(self._state)
+        for component, component_state in self._weights:
+            component.load_state_dict(component_state)
+        net.__dict__["history_"] = self._history
+        rng, rng_state = self._rng
+        if rng is not None:
+            rng.set_state(rng_state)
