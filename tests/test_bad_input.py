@@ -838,3 +838,33 @@ def test_a_new_optimizer_and_its_values_can_be_set_together_on_a_fitted_estimato
     est.set_params(optimizer=torch.optim.SGD, optimizer__momentum=0.9)
     est.partial_fit(X_OK, Y_OK)
     assert est.optimizer_.param_groups[0]["momentum"] == 0.9
+
+
+# -- issue 39: the layout named, sample_weight refused where it is requested -----------
+
+
+@pytest.mark.parametrize("name", EACH_KIND)
+def test_query_layout_X_in_an_indicator_estimator_says_to_pass_the_layout(name):
+    X, y = make_sparse_selection(40, T, D, 2, layout="query", random_state=0)
+    est = make_estimator(name)
+    params = est.get_params(deep=False)
+    with pytest.raises(ValueError, match=r"X is in the query layout\. Pass layout='query' to "
+                                         r"the estimator.*to_indicator_layout"):
+        est.fit(X, y)
+    assert not hasattr(est, "module_") and est.get_params(deep=False).keys() == params.keys()
+    make_estimator(name, layout="query", max_epochs=1).fit(X, y)  # the fix works
+
+
+@pytest.mark.parametrize("request_value", [True, "weights"])
+def test_set_fit_request_refuses_sample_weight(request_value):
+    import sklearn
+
+    est = make_estimator("fcn")
+    with sklearn.config_context(enable_metadata_routing=True):
+        before = str(est.get_metadata_routing())
+        with pytest.raises(TypeError, match=r"SparseTokenFCN\.fit does not support "
+                                            r"sample_weight.*cannot be requested.*repeat"):
+            est.set_fit_request(sample_weight=request_value)
+        assert str(est.get_metadata_routing()) == before  # nothing changed
+        assert est.set_fit_request(sample_weight=False) is est
+        assert est.set_score_request(sample_weight=True) is est  # score takes weights

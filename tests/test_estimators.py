@@ -5,6 +5,7 @@ import conftest as catalogue
 import numpy as np
 import pytest
 import torch
+from _weights import assert_same_weights, weights
 from numpy.testing import assert_array_equal
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
@@ -547,6 +548,33 @@ def test_one_dimensional_target_gets_a_reshape_hint():
 
 
 # -- one fitted model, many callers (issue 20) ------------------------------------
+
+
+def test_predict_while_partial_fit_runs_in_another_thread_waits_for_it(tiny_task):
+    # Training and prediction hold the estimator's lock (issue 39): 8 threads
+    # predicting while the paper's model trains used to see a half-updated
+    # module (RuntimeError: shape ... is invalid) and change its weights.
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, y = tiny_task
+    make = functools.partial(SparseTokenTransformer, pe_dim=16, n_pe_draws=1, max_epochs=1,
+                             batch_size=20, random_state=0)
+    est, alone = make().fit(X, y), make().fit(X, y)
+    before = est.predict(X[:16])
+    alone.partial_fit(X, y)
+
+    def predict(_):
+        return [est.predict(X[:16]) for _ in range(10)]
+
+    with ThreadPoolExecutor(9) as pool:
+        training = pool.submit(est.partial_fit, X, y)
+        predictions = [p for batch in pool.map(predict, range(8)) for p in batch]
+        assert training.result() is est
+    after = est.predict(X[:16])
+    assert_same_weights(weights(est), weights(alone))  # as if trained alone
+    assert_array_equal(after, alone.predict(X[:16]))
+    # every prediction saw the weights before or after the whole partial_fit
+    assert all(np.array_equal(p, before) or np.array_equal(p, after) for p in predictions)
 
 
 def test_predict_from_four_threads_is_the_sequential_prediction(fitted_transformer, test_task):

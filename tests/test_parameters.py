@@ -391,3 +391,38 @@ def test_routed_values_set_on_a_fitted_model_are_recorded_and_used(fitted):
         est.set_params(optimizer__momentum=-1)
     assert est.get_params()["optimizer__momentum"] == 0.9
     assert est.optimizer_.param_groups[0]["momentum"] == 0.9
+
+
+# -- module__<size> and the top-level parameters; the repr -----------------------------
+
+
+@pytest.mark.parametrize("name, param, value", [("transformer", "pe_dim", 4),
+                                                ("fcn", "hidden_width", 8)])
+def test_a_module_size_contradicting_the_top_level_parameter_is_refused(name, param, value,
+                                                                        fitted):
+    # the top-level parameter is the one source of the module's size: a
+    # module__<size> that contradicts it is refused by the next fit, naming it
+    est = fitted[name]
+    W, history = weights(est), len(est.history_)
+    est.set_params(**{f"module__{param}": value})
+    with pytest.raises(ValueError, match=rf"module__{param}={value} contradicts {param}="
+                                         rf"{getattr(est, param)}.*Set {param}={value}"):
+        est.fit(X, Y)
+    assert_same_weights(weights(est), W)
+    assert len(est.history_) == history
+    fresh = MAKERS[name](**{f"module__{param}": value})
+    with pytest.raises(ValueError, match=rf"contradicts {param}="):
+        fresh.fit(X, Y)
+    assert not hasattr(fresh, "module_")
+    # kept equal, it is accepted and builds the same model
+    same = MAKERS[name](**{param: value, f"module__{param}": value}).fit(X, Y)
+    assert_same_weights(weights(same), weights(MAKERS[name](**{param: value}).fit(X, Y)))
+
+
+def test_the_repr_shows_the_parameters_set_as_scikit_learn_does():
+    assert repr(SparseTokenTransformer()) == "SparseTokenTransformer()"
+    assert repr(SparseTokenTransformer(pe_dim=8)) == "SparseTokenTransformer(pe_dim=8)"
+    assert (repr(SparseTokenFCN(lr=0.01, hidden_width=16, iterator_train__shuffle=False))
+            == "SparseTokenFCN(hidden_width=16, lr=0.01, iterator_train__shuffle=False)")
+    est = SparseTokenTransformer(pe_dim=8).fit(X, Y)  # fitted: the same, no module listing
+    assert repr(est) == "SparseTokenTransformer(pe_dim=8)"
