@@ -9,6 +9,8 @@ from ..positional import ENCODINGS
 from . import _checks, _rules
 from ._base import _SparseTokenRegressor, training_lock
 
+__all__ = ["SparseTokenEncoder"]
+
 
 class SparseTokenEncoder(_SparseTokenRegressor):
     """A standard transformer encoder for sparse token selection (beyond the paper).

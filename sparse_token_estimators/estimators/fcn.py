@@ -7,6 +7,8 @@ from ..modules import FullyConnectedNet
 from . import _rules
 from ._base import _SparseTokenRegressor
 
+__all__ = ["SparseTokenFCN"]
+
 
 class SparseTokenFCN(_SparseTokenRegressor):
     """Fully-connected ReLU network for sparse token selection.

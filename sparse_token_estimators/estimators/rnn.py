@@ -6,6 +6,8 @@ from ..architectures import RecurrentNet
 from . import _rules
 from ._base import _SparseTokenRegressor
 
+__all__ = ["SparseTokenRNN"]
+
 
 class SparseTokenRNN(_SparseTokenRegressor):
     """A recurrent net for sparse token selection (beyond the paper).

@@ -9,6 +9,8 @@ from ..positional import ENCODINGS
 from . import _checks, _rules
 from ._base import _SparseTokenRegressor, training_lock
 
+__all__ = ["SparseTokenTransformer"]
+
 
 class SparseTokenTransformer(_SparseTokenRegressor):
     """One-layer transformer for sparse token selection (Wang et al., ICML 2024).
