@@ -747,3 +747,11 @@ def test_every_catalogue_estimator_fits_and_predicts(catalogue_name, fitted_cata
     y_pred = est.predict(X)
     assert y_pred.shape == y.shape and np.isfinite(y_pred).all()
     assert len(est.history_) == catalogue.TRAINING["max_epochs"]
+
+
+def test_skorch_forward_works_with_the_auto_device(fitted_transformer, test_task):
+    # skorch's forward reads self.device, which is "auto" outside the estimator's calls
+    est = copy.deepcopy(fitted_transformer)
+    assert est.device == "auto"
+    X = test_task[0][:5]
+    assert_array_equal(est.forward(X).numpy().astype(np.float64), est.predict(X))

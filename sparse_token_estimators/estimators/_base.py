@@ -296,11 +296,13 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         # tensors moved once, not a Dataset indexed sample by sample
         if is_dataset(X):
             return super().get_dataset(X, y)
-        # np.require copies the read-only memory maps joblib hands to workers
-        # (GridSearchCV with n_jobs), which torch warns about.
-        X = torch.as_tensor(np.require(X, np.float32, "W")).to(self.device)
-        if y is not None:
-            return TensorDataset(X, torch.as_tensor(np.require(y, np.float32, "W")).to(self.device))
+        with self.device_scope():  # also when skorch's forward calls it, outside ours
+            # np.require copies the read-only memory maps joblib hands to workers
+            # (GridSearchCV with n_jobs), which torch warns about.
+            X = torch.as_tensor(np.require(X, np.float32, "W")).to(self.device)
+            if y is not None:
+                y = torch.as_tensor(np.require(y, np.float32, "W")).to(self.device)
+                return TensorDataset(X, y)
         if not (isinstance(self.iterator_valid, type)
                 and issubclass(self.iterator_valid, TensorBatches)):
             # another iterator (a DataLoader) wants (X, y) pairs: skorch's dataset
@@ -568,11 +570,13 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         y_pred : Tensor of shape (batch, token_dim)
         """
         # a prediction must not depend on the batch it is in
-        x = to_tensor(x, device=self.device)
-        if self._predict_block is None or self.module_.training or not isinstance(x, torch.Tensor):
-            return super().infer(x, **fit_params)
-        return self._in_blocks(x, lambda chunk: super(_SparseTokenRegressor, self).infer(
-            chunk, **fit_params))
+        with self.device_scope():  # also when skorch's forward calls it, outside ours
+            x = to_tensor(x, device=self.device)
+            if (self._predict_block is None or self.module_.training
+                    or not isinstance(x, torch.Tensor)):
+                return super().infer(x, **fit_params)
+            return self._in_blocks(x, lambda chunk: super(_SparseTokenRegressor, self).infer(
+                chunk, **fit_params))
 
     def _in_blocks(self, x, forward):
         """``forward`` over ``x`` in eval mode, in padded blocks of ``_block_for`` sequences."""
@@ -584,24 +588,6 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         # fewer sequences per block when they are long, so that a block costs
         # about what a batch of 64 short ones does; it depends on the length only
         return max(1, min(self._predict_block, _BLOCK_POSITIONS // seq_len))
-
-    def forward_iter(self, X, training=False, device="cpu"):
-        """skorch's ``forward_iter``, with ``device="auto"`` resolved.
-
-        Parameters
-        ----------
-        X : array-like or Dataset
-        training : bool, default=False
-        device : str, default="cpu"
-            Where the outputs are put.
-
-        Yields
-        ------
-        y_pred : Tensor of shape (batch, token_dim)
-        """
-        # skorch's forward reads self.device, which may be "auto"
-        with self.device_scope():
-            yield from super().forward_iter(X, training=training, device=device)
 
     @property
     def predict_proba(self):

@@ -164,7 +164,8 @@ class SparseTokenEncoder(_SparseTokenRegressor):
         # block gets the keys of its own sequences (``draw_noise``: one per
         # sequence, a hash of it and of eval_seed), so a sequence's positions
         # do not depend on its batch.
-        x = to_tensor(x, device=self.device)
+        with self.device_scope():
+            x = to_tensor(x, device=self.device)
         module = self.module_
         if module.training or not isinstance(x, torch.Tensor):
             generator = self.torch_rng_ if module.training else None

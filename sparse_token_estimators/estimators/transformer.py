@@ -215,7 +215,8 @@ class SparseTokenTransformer(_SparseTokenRegressor):
         -------
         y_pred : Tensor of shape (batch, token_dim)
         """
-        x = to_tensor(x, device=self.device)
+        with self.device_scope():
+            x = to_tensor(x, device=self.device)
         generator = self.torch_rng_ if self.module_.training else None
         noise = self.module_.draw_noise(x, generator=generator)
         return super().infer(x, noise=noise, **fit_params)
