@@ -425,5 +425,5 @@ def test_the_package_loads_its_names_and_submodules_on_first_use():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert done.stdout.splitlines() == [
-        "False", "sparse_token_estimators.estimators sparse_token_estimators.theory True", "[]",
+        "False", "sparse_token_estimators.estimators.fcn sparse_token_estimators.theory True", "[]",
     ], done.stderr
