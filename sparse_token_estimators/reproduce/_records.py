@@ -18,6 +18,7 @@ import math
 import os
 import re
 import shutil
+import stat
 from dataclasses import asdict
 from pathlib import Path
 
@@ -107,13 +108,20 @@ class RunLock:
             return self
         # held open for reading only: a file open for writing would keep the file
         # system from being remounted read-only (a run's folder may be, part way)
-        flags = os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        # non-blocking: opening a FIFO put there would otherwise wait for a writer
+        flags = (os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+                 | getattr(os, "O_NONBLOCK", 0))
         try:
             fd = os.open(self.path, os.O_RDONLY | flags, 0o666)
         except OSError as exc:
             why = ("it is a symbolic link (nothing outside the folder is written); delete it"
                    if exc.errno == errno.ELOOP else f"{exc.strerror or exc}")
             raise StoreError(f"cannot open the lock file {self.path}: {why}") from None
+        kind = _not_regular(os.fstat(fd))
+        if kind:
+            os.close(fd)
+            raise StoreError(f"cannot use the lock file {self.path}: it is {kind}, not a "
+                             "regular file, which a run never makes; delete it") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -237,21 +245,54 @@ def _digest(value):
 _FIX = "delete that file (what it held is made again) or pass --fresh to start from zero"
 
 
+def _not_regular(status):
+    """What a file is when it is not a regular file (``os.stat_result``), else None."""
+    mode = status.st_mode
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+             (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"))
+    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
+
+
+def _read_regular(path):
+    """The bytes of ``path``, opened without blocking and read only if it is a regular
+    file; else ``(None, what it is)``. ``OSError`` as ``os.open`` raises it."""
+    flags = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(path, flags)
+    try:
+        kind = _not_regular(os.fstat(fd))
+        if kind:
+            return None, kind
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks), None
+    finally:
+        os.close(fd)
+
+
 def _read_json(path, what, fix=_FIX):
-    """The JSON value in ``path``; a ``StoreError`` naming it, what is wrong and ``fix``."""
+    """The JSON value in ``path``; a ``StoreError`` naming it, what is wrong and ``fix``.
+
+    Only a regular file is read (opened without blocking: a FIFO there never
+    holds the run up)."""
     path = Path(path)
     if path.is_symlink():
         raise StoreError(f"{path} ({what}) is a symbolic link, which a run never writes: it "
                          f"is not read. To go on, {fix}.")
     try:
-        data = path.read_bytes()
-    except IsADirectoryError:
-        raise StoreError(f"{path} ({what}) is a directory. To go on, {fix}.") from None
+        data, kind = _read_regular(path)
     except OSError as exc:
         if isinstance(exc, FileNotFoundError):
             raise
         raise StoreError(f"{path} ({what}) cannot be read: {exc.strerror or exc}. To go on, "
                          f"{fix}.") from None
+    if kind:
+        raise StoreError(f"{path} ({what}) is {kind}, not a regular file, which a run never "
+                         f"writes: it is not read. To go on, {fix}.")
     try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
