@@ -38,8 +38,9 @@ MISSING_REASONS = {
                  "fit_s is its wall time in the worker",
 }
 
-#: the version of a record file's layout (``RecordStore``)
-RECORD_FORMAT = 2
+#: the version of a record file's layout (``RecordStore``); 3: the digest covers the
+#: fit, the seed and the configuration with the numbers (2's covered the numbers alone)
+RECORD_FORMAT = 3
 
 
 class StoreError(ValueError):
@@ -309,12 +310,13 @@ class RecordStore:
     """The finished fits of the run in ``out_dir``, one JSON file each under ``records/``.
 
     A record file holds the fit, the seed, a digest of the configuration, the
-    record and a digest of the record; its name is a digest of the first
-    three. A file that is not what its name says (copied over another's),
-    edited, cut short or not a record is refused (``StoreError``), never
-    used; opening the store checks every file there, and refuses records made
-    with another ``config`` than this one (other than in ``EXECUTION_FIELDS``),
-    naming each field that differs.
+    record and a digest of all four; its name is a digest of the first
+    three. A file that is not what its name says (copied over another's, or
+    another record's numbers and digest pasted in), edited, cut short or not
+    a record is refused (``StoreError``), never used; opening the store checks
+    every file there, and refuses records made with another ``config`` than
+    this one (other than in ``EXECUTION_FIELDS``), naming each field that
+    differs.
     """
 
     def __init__(self, out_dir, config):
@@ -376,8 +378,10 @@ class RecordStore:
                              f"{_FIX}.")
 
         if content["format"] != RECORD_FORMAT:
-            refuse(f"it is a record of format {content['format']!r}, this version reads "
-                   f"format {RECORD_FORMAT}")
+            earlier = (" (written by an earlier version, whose digest did not say which fit "
+                       "the numbers are of)" if content["format"] in (1, 2) else "")
+            refuse(f"it is a record of format {content['format']!r}{earlier}, this version "
+                   f"reads format {RECORD_FORMAT}")
         asked = _digest(config_identity(config) if config is not None else self.identity)
         if content["config"] != asked:
             refuse("it was made with another configuration than this run's")
@@ -392,12 +396,13 @@ class RecordStore:
                    "not that of the fit and seed its name says (a record copied or renamed "
                    "over another's?)")
         try:
-            payload_digest = _digest(content["record"])
+            payload_digest = _record_digest(content)
         except ValueError:
             payload_digest = None
         if payload_digest != content["digest"]:
-            refuse("its numbers are not those it was written with (their digest differs: "
-                   "edited by hand, or damaged)")
+            refuse("its numbers are not those written for the fit and seed it names (their "
+                   "digest differs: edited by hand, damaged, or another record's numbers "
+                   "pasted in)")
         return _decode(content["record"])
 
     def get(self, config, fit, seed):
@@ -413,15 +418,20 @@ class RecordStore:
 
     def put(self, config, fit, seed, record):
         """Save the record of ``fit`` for ``seed`` (atomically; ``OutNotWritable`` if it fails)."""
-        encoded = _encode(record)
-        identity = _digest(config_identity(config))
-        write_atomic(self._file(config, fit, seed), json.dumps(
-            {"format": RECORD_FORMAT, "fit": asdict(fit), "seed": seed, "config": identity,
-             "record": encoded, "digest": _digest(encoded)}, allow_nan=False),
-            f"the record of {_about(asdict(fit), seed)}")
+        content = {"format": RECORD_FORMAT, "fit": asdict(fit), "seed": seed,
+                   "config": _digest(config_identity(config)), "record": _encode(record)}
+        content["digest"] = _record_digest(content)
+        write_atomic(self._file(config, fit, seed), json.dumps(content, allow_nan=False),
+                     f"the record of {_about(asdict(fit), seed)}")
 
     def __len__(self):
         return sum(1 for p in self.path.glob("*.json") if p.name != CONFIG_FILE)
+
+
+def _record_digest(content):
+    """The digest of a record file: its numbers with the fit, seed and configuration they
+    are of, so that numbers moved to another fit's file do not match."""
+    return _digest([content["fit"], content["seed"], content["config"], content["record"]])
 
 
 def _about(fields, seed):
