@@ -1,7 +1,8 @@
 """The critical width of a model: the smallest width whose best-rate score reaches a target.
 
-The protocol of the reproduction's second set of verdicts (TASK.md,
-"Verdicts, second set"), for any estimator with a width parameter:
+The protocol of the reproduction's second set of verdicts (the
+documentation's reproduction page), for any estimator with a width
+parameter:
 
 - a width's score is the best mean validation R^2 over a learning-rate grid
   (at least 3 rates spanning at least 10x), the mean over seeds;
@@ -462,8 +463,8 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
                    n_jobs=None, verbose=0):
     """The smallest width at which a model's best-rate validation score reaches ``target``.
 
-    The protocol of the reproduction (TASK.md, "Verdicts, second set") for
-    any estimator with a width parameter: the transformer's ``pe_dim``, the
+    The protocol of the reproduction (its second set of verdicts) for any
+    estimator with a width parameter: the transformer's ``pe_dim``, the
     FCN's ``hidden_width``, the encoder's ``d_model``, the RNN's
     ``hidden_size``, or a width of a user's skorch net (``module__width``).
     A width's score is the best, over ``lr_grid``, of the validation score
