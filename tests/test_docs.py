@@ -318,7 +318,7 @@ def test_the_critical_width_page_shows_code_a_pandas_table_and_a_plot():
     page = (DOCS / "critical_width.rst").read_text()
     assert ">>> result = critical_width(" in page and "pd.DataFrame(result.table)" in page
     assert ".pivot_table(" in page and "ax.axhline(result.target" in page
-    assert ">>> from sparse_token_estimators import SparseTokenFCN, critical_width" in page
+    assert ">>> from sparse_token_estimators import (SparseTokenFCN, critical_width," in page
 
 
 def test_no_page_or_docstring_points_outside_the_repository():
