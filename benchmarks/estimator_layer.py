@@ -31,7 +31,7 @@ from pathlib import Path
 
 #: skorch's private names that are its extension points, as its own subclasses use them
 HOOKS = {"_default_callbacks": "the default callbacks (skorch's get_params reads this property "
-                               "itself; NeuralNetClassifier and issue 36 name it as the hook)"}
+                               "itself; its own NeuralNetClassifier overrides it)"}
 #: the modules of the estimator layer, beside the package (those that exist are counted)
 LAYER_FILES = ("_base.py", "_checks.py", "_params.py", "_fitted.py", "_persistence.py",
                "_files.py", "_device.py", "_batching.py", "_layout.py", "estimators.py",

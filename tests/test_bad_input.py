@@ -840,7 +840,7 @@ def test_a_new_optimizer_and_its_values_can_be_set_together_on_a_fitted_estimato
     assert est.optimizer_.param_groups[0]["momentum"] == 0.9
 
 
-# -- issue 39: the layout named, sample_weight refused where it is requested -----------
+# -- the layout named, sample_weight refused where it is requested ----------------------
 
 
 @pytest.mark.parametrize("name", EACH_KIND)

@@ -551,7 +551,7 @@ def test_one_dimensional_target_gets_a_reshape_hint():
 
 
 def test_predict_while_partial_fit_runs_in_another_thread_waits_for_it(tiny_task):
-    # Training and prediction hold the estimator's lock (issue 39): 8 threads
+    # Training and prediction hold the estimator's lock: 8 threads
     # predicting while the paper's model trains used to see a half-updated
     # module (RuntimeError: shape ... is invalid) and change its weights.
     from concurrent.futures import ThreadPoolExecutor
