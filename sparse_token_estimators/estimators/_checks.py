@@ -57,8 +57,8 @@ def check_routed_names(net):
     prefixes = sorted({*net.prefixes_, *_COMPONENTS}, key=lambda s: (-len(s), s))
     unexpected, missing_dunder = [], []
     for key in sorted(net.get_params(deep=False)):
-        if key in known or key.startswith("_"):
-            continue
+        if key in known or key.startswith("_") or hasattr(type(net), key):
+            continue  # a parameter, skorch's bookkeeping, or a method patched on the instance
         prefix = next((p for p in prefixes if key.startswith(p)), None)
         if prefix is None:
             unexpected.append(key)
