@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from sparse_token_estimators import make_sparse_selection
+from sparse_token_estimators import SparseTokenSSM, make_sparse_selection
 from sparse_token_estimators.ssm import SelectiveSSM, require_mambapy, selective_scan_reference
 
 mamba = pytest.importorskip("mambapy.mamba")
@@ -124,7 +124,7 @@ def test_sizes_reach_mambapy():
 def test_without_mambapy_it_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "mambapy", None)  # import mambapy now fails
     monkeypatch.delitem(sys.modules, "mambapy.mamba", raising=False)
-    for build in (require_mambapy, lambda: SelectiveSSM(4)):
+    for build in (require_mambapy, lambda: SelectiveSSM(4), lambda: SparseTokenSSM(d_model=8)):
         with pytest.raises(ImportError, match=r"pip install 'sparse-token-estimators\[ssm\]'"):
             build()
 
