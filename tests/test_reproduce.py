@@ -345,11 +345,10 @@ def test_mamba_is_the_catalogues_state_space_model_searched_by_d_model():
     est = Fit("query_mamba", 6, 4, "population").estimator(SMOKE, 0)
     assert isinstance(est, SparseTokenSSM) and est.d_model == 6
     assert (MODELS["mamba"].family, width_parameter("query_mamba")) == ("ssm", "d_model")
-    # a configuration recorded before Mamba has no "ssm" rates: it still loads, and a
-    # search of Mamba under it says what to add
-    old = replace(SMOKE, lr_grids=tuple(g for g in SMOKE.lr_grids if g[0] != "ssm"))
-    with pytest.raises(ValueError, match=re.escape("add ('ssm', (0.003, 0.01, 0.03))")):
-        old.lr_grid("ssm")
+    # its rates: the recurrent nets' unless lr_grids gives the "ssm" family its own
+    assert SMOKE.lr_grid("ssm") == SMOKE.lr_grid("rnn")
+    own = replace(SMOKE, lr_grids=(*SMOKE.lr_grids, ("ssm", (0.001, 0.01))))
+    assert own.lr_grid("ssm") == (0.001, 0.01) and own.lr_grid("rnn") == SMOKE.lr_grid("rnn")
 
 
 def test_the_configuration_knows_the_catalogues_query_models():
