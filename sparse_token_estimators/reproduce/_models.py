@@ -259,7 +259,7 @@ class Fit:
         elif family == "rnn":
             micro = 10 + 0.15 * T * self.width
         elif family == "ssm":  # benchmarks/bench_ssm.py: d_state 16
-            micro = 20 + 5 * T * self.width
+            micro = 20 + 2.5 * T * self.width
         else:
             micro = 3 + 0.005 * self._draws(config) * T * self.width
         micro *= MODELS[self.model].cost * (1.1 if self.data == "population" else 1.0)
