@@ -47,8 +47,8 @@ from ._experiment import (
     select,
     summarise,
 )
-from ._figures import MIN_FONT, length_axes, not_reached, pyplot, task_title
-from ._models import MODELS, QUERY_MODELS, Fit, model_name
+from ._figures import MIN_FONT, R2_FLOOR, length_axes, not_reached, pyplot, task_title
+from ._models import MODELS, QUERY_MODELS, SSM_STATE, Fit, model_name
 
 #: the models whose smallest width is searched in the indicator layout
 SEARCHED = ("encoder_none", "gru", "lstm", "mamba")
@@ -191,7 +191,8 @@ class Architectures(Experiment):
         lines = [f"Beyond the paper, measured; verdict 7 judges the query layout. Trained on "
                  f"the population ({s['n_train']} fresh sequences every epoch, batch "
                  f"{training.batch_size}, {training.max_epochs} epochs); the encoder has one "
-                 f"block and one head. Smallest width (d_model, hidden_size, d + pe_dim, m) "
+                 f"block and one head, Mamba one block of state size {SSM_STATE} per channel. "
+                 f"Smallest width (d_model, hidden_size, d + pe_dim, m) "
                  f"whose validation R^2 (mean over {n} seeds, at the best of the learning "
                  f"rates: {grids}; Adam at a constant rate) reaches {s['target_r2']}, by the "
                  f"protocol of the scaling law (bracketed to a factor {s['refine']:.3f}, "
@@ -321,7 +322,8 @@ def _base(model):
 
 
 #: one marker per architecture (the same in both layouts): curves that coincide stay told apart
-MARKERS = dict(zip((*LENGTH_MODELS[:-1], "paper", "fcn", "mamba"), "osv^D<>phX*Pd"))
+MARKERS = dict(zip((*(f"encoder_{e}" for e in ENCODER_ENCODINGS), *CELLS, "paper", "fcn",
+                    "mamba"), "osv^D<>phX*Pd"))
 #: one colour per architecture, the same in every panel, none of a reference line's (black:
 #: T d and R^2 = 0; red: the FCN bound's width; gray: the best case, the training length)
 COLORS = {"encoder_none": "tab:blue", "gru": "tab:green", "lstm": "tab:orange",
@@ -361,12 +363,16 @@ def plot_architectures(results):
 def plot_lengths(results):
     """Held-out R^2 per test length at ``architecture_width``, one panel per layout."""
     config, s = config_of(results), results["architectures"]
-    fig, panels = _panels([lay for lay in LAYOUTS if _present(s, lay)], (7, 5.6))
+    fig, panels = _panels([lay for lay in LAYOUTS if _present(s, lay)], (7, 6.2))
     for ax, lay in panels:
         for model in _present(s, lay):
             rows = select(s["lengths_summary"], "length", model=model)
-            ax.errorbar([r["length"] for r in rows], [r["r2_mean"] for r in rows],
-                        yerr=[r["r2_sd"] for r in rows], capsize=2,
+            # drawn within the axes: a mean or band below their floor sits on it (a
+            # curve below the axes would run under the legend)
+            mean = [max(r["r2_mean"], R2_FLOOR) for r in rows]
+            low = [m - max(r["r2_mean"] - r["r2_sd"], R2_FLOOR) for m, r in zip(mean, rows)]
+            high = [max(r["r2_mean"] + r["r2_sd"], R2_FLOOR) - m for m, r in zip(mean, rows)]
+            ax.errorbar([r["length"] for r in rows], mean, yerr=[low, high], capsize=2,
                         marker=MARKERS[_base(model)], markersize=4, color=COLORS[_base(model)],
                         label=_what(model),
                         linestyle="-" if "encoder_" in model else "--")

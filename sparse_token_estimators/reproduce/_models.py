@@ -79,7 +79,7 @@ MODELS = {
     **{cell: Model(f"{cell.upper()} (beyond the paper)", "rnn", "architecture_training",
                    params=(("cell", cell),)) for cell in CELLS},
     # the selective state-space model: width d_model, Mamba's default state size
-    "mamba": Model("Mamba, selective SSM (beyond the paper)", "ssm", "architecture_training",
+    "mamba": Model("Mamba SSM (beyond the paper)", "ssm", "architecture_training",
                    params=(("d_state", SSM_STATE),)),
     # the encodings experiment
     "sinusoidal": _encoding("transformer, sinusoidal PE (Vaswani et al.; extension)",
