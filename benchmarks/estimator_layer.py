@@ -35,7 +35,7 @@ HOOKS = {"_default_callbacks": "the default callbacks (skorch's get_params reads
 #: the modules of the estimator layer, beside the package (those that exist are counted)
 LAYER_FILES = ("_base.py", "_checks.py", "_params.py", "_fitted.py", "_persistence.py",
                "_files.py", "_device.py", "_batching.py", "_layout.py", "estimators.py",
-               "_more_estimators.py", "callbacks.py", "checkpoints.py")
+               "_more_estimators.py", "_ssm_estimator.py", "callbacks.py", "checkpoints.py")
 
 
 def layer_files(root):

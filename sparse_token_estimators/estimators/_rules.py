@@ -2,7 +2,8 @@
 
 Two things are known here and nowhere else:
 
-- **What a parameter accepts** (``TRANSFORMER``, ``FCN``, ``ENCODER``, ``RNN``): a
+- **What a parameter accepts** (``TRANSFORMER``, ``FCN``, ``ENCODER``, ``RNN``,
+  ``SSM``): a
   list of kinds per parameter (``Count(1)``, ``NONE``, ``OneOf("a", "b")``, ...),
   checked by :func:`validate` with scikit-learn's wording ("The 'batch_size'
   parameter of SparseTokenFCN must be ... Got 0 instead.") and the fix from ``HINTS``.
@@ -152,6 +153,13 @@ RNN = {
     "n_layers": POSITIVE,
 }
 
+SSM = {
+    **SKORCH, **COMMON,
+    "d_model": POSITIVE,
+    "d_state": POSITIVE,
+    "n_layers": POSITIVE,
+}
+
 #: what prediction reads: checked by predict, score and predict_attention too
 PREDICTION = ("batch_size", "iterator_valid", "dataset", "predict_nonlinearity",
               "device", "compile", "n_pe_draws")
@@ -224,12 +232,14 @@ HINTS = {
     "output_map": "Pass True (a trainable map after the attention) or False (the paper's model).",
     "hidden_width": "It is the width m of every hidden layer, e.g. hidden_width=256.",
     "n_hidden_layers": "It is the number of hidden layers, e.g. n_hidden_layers=1.",
-    "d_model": "It is the encoder's width, the size of every position's vector, e.g. d_model=32.",
+    "d_model": ("It is the width of the encoder or the state-space model, the size of every "
+                "position's vector, e.g. d_model=32."),
     "n_heads": "It is the number of attention heads; it must divide d_model, e.g. n_heads=2.",
     "n_layers": ("It is the number of layers (transformer blocks, recurrent layers), "
                  "e.g. n_layers=1."),
     "cell": "Pass 'gru', 'lstm' or 'rnn' (a tanh RNN).",
     "hidden_size": "It is the width of the recurrent state, e.g. hidden_size=32.",
+    "d_state": "It is the state size N of every channel's selective scan, e.g. d_state=16.",
 }
 
 
@@ -272,7 +282,7 @@ GROUPS = {
     **dict.fromkeys(["module", "token_dim", "seq_len", "layout", "n_selected", "pe_dim",
                      "positional_encoding", "max_seq_len", "output_map", "hidden_width",
                      "n_hidden_layers", "d_model", "n_heads", "n_layers", "cell",
-                     "hidden_size"], "structural"),
+                     "hidden_size", "d_state"], "structural"),
     **dict.fromkeys(["n_pe_draws", "device", "compile"], "applied"),
     **dict.fromkeys(["criterion", "optimizer", "lr", "max_epochs", "batch_size",
                      "iterator_train", "iterator_valid", "dataset", "train_split",
