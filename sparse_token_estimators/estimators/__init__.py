@@ -8,8 +8,8 @@ top-level parameters that ``GridSearchCV`` searches by name.
 
 - ``transformer``: :class:`SparseTokenTransformer`, the paper's model;
 - ``fcn``: :class:`SparseTokenFCN`, the fully-connected net of its lower bound;
-- ``encoder``, ``rnn``: :class:`SparseTokenEncoder`, :class:`SparseTokenRNN`, beyond
-  the paper.
+- ``encoder``, ``rnn``, ``ssm``: :class:`SparseTokenEncoder`, :class:`SparseTokenRNN`,
+  :class:`SparseTokenSSM` (Mamba), beyond the paper.
 
 The checks are in ``_checks`` (parameter rules in ``_rules``), what a fitted module
 was built with in ``_state``, saving and loading in ``_persistence``.
@@ -19,7 +19,8 @@ from ..callbacks import TrainingDivergedError
 from .encoder import SparseTokenEncoder
 from .fcn import SparseTokenFCN
 from .rnn import SparseTokenRNN
+from .ssm import SparseTokenSSM
 from .transformer import SparseTokenTransformer
 
-__all__ = ["SparseTokenEncoder", "SparseTokenFCN", "SparseTokenRNN", "SparseTokenTransformer",
-           "TrainingDivergedError"]
+__all__ = ["SparseTokenEncoder", "SparseTokenFCN", "SparseTokenRNN", "SparseTokenSSM",
+           "SparseTokenTransformer", "TrainingDivergedError"]
