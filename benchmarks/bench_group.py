@@ -7,7 +7,10 @@ trained two ways, side by side in rotating order:
 
 - ``lone``: the G estimators' own ``fit``, one after the other (the baseline);
 - ``exact``: ``fit_group`` in its exact mode (every model bit for bit its
-  lone fit; one backward pass per round for the group).
+  lone fit; one backward pass per round for the group);
+- ``fused`` (the paper's model only; the others have no fused step):
+  ``fit_group(..., mode="fused")``, one batched forward, backward and Adam
+  step per round for the group (equal to the lone fits to float rounding).
 
 Reported per model: the lone fit's time, and the speed-up lone / exact (the
 median over the repeats of the per-repeat ratio; above 1: the group is
@@ -64,9 +67,13 @@ def main():
     p.add_argument("--sizes", default="3,9,27", help="group sizes (default 3,9,27)")
     p.add_argument("--families", default=",".join(FAMILIES),
                    help=f"which families (default: all: {', '.join(FAMILIES)})")
+    p.add_argument("--samples", type=int, default=None,
+                   help="sequences per epoch (default 2048; --quick 512)")
+    p.add_argument("--epochs", type=int, default=None, help="epochs (default 2; --quick 1)")
     args = p.parse_args()
     repeats = common.setup(args, repeats=5, quick_repeats=3)
-    n_samples, epochs = (512, 1) if args.quick else (2048, 2)
+    n_samples = args.samples or (512 if args.quick else 2048)
+    epochs = args.epochs or (1 if args.quick else 2)
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = []
     for family in args.families.split(","):
@@ -79,13 +86,21 @@ def main():
                 errors = fit_group(*_fits(family, size, n_samples, epochs, args.device))
                 assert errors == [None] * size, errors
 
-            times = common.compare({"lone": lone, "exact": exact}, repeats=repeats,
-                                   device=args.device)
+            cases = {"lone": lone, "exact": exact}
+            if FAMILIES[family][0] is SparseTokenTransformer:
+                def fused(family=family, size=size):
+                    errors = fit_group(*_fits(family, size, n_samples, epochs, args.device),
+                                       mode="fused")
+                    assert errors == [None] * size, errors
+
+                cases["fused"] = fused
+            times = common.compare(cases, repeats=repeats, device=args.device)
             row = {"family": family, "group": size,
                    "lone ms/model (cpu)": 1e3 * common.median(times, "lone", "cpu") / size}
-            for clock in ("cpu", "wall"):
-                row[f"exact speed-up ({clock})"] = 1 / common.ratio(times, "exact", "lone",
-                                                                   clock)
+            for case in ("exact", "fused"):
+                for clock in ("cpu", "wall"):
+                    row[f"{case} speed-up ({clock})"] = 1 / common.ratio(
+                        times, case, "lone", clock) if case in times else "-"
             rows.append(row)
             common.print_table(f"{family}, group of {size}", list(row), [row])
     common.print_table(

@@ -1,9 +1,12 @@
 """Fit a group of estimators side by side: each exactly as its own ``fit`` would.
 
 A critical-width search fits one small model at every rate of a grid for
-every seed. Such a fit is bound by per-operation overhead, not arithmetic;
-:func:`fit_group` trains the fits of a group in lock step and spreads part of
-that overhead over the group: one backward pass for all the models' losses.
+every seed. :func:`fit_group` trains the fits of such a group in lock step:
+one backward pass per round for all the models' losses ("exact"), or, for the
+paper's model, one batched forward, backward and Adam step (``mode="fused"``,
+``_fused``), which pays a small model's per-operation costs once per group
+(what a GPU's kernel launches need; on the CPU, at the quick preset's sizes,
+neither mode is faster than lone fits: ``benchmarks/bench_group.py``).
 
 Each estimator runs its own ``fit`` (its checks, its transaction, its seeded
 weights, data, shuffling and positional draws, its callbacks and ``history_``,
@@ -36,6 +39,8 @@ from skorch.callbacks import Callback
 from skorch.dataset import get_len, unpack_data
 from skorch.utils import TeeGenerator
 
+from ._fused import FusedStep, fusable
+
 __all__ = ["fit_group", "group_cpu_seconds"]
 
 #: the members of one chain of nested fits (deeper nesting would near Python's stack limit)
@@ -57,7 +62,7 @@ def _groupable(net):
     return net.module is default_module and net.optimizer is not torch.optim.LBFGS
 
 
-def fit_group(estimators, data):
+def fit_group(estimators, data, *, mode="exact"):
     """Fit every estimator on its data, side by side; each ends as its lone ``fit``.
 
     Parameters
@@ -68,13 +73,17 @@ def fit_group(estimators, data):
         subclass, a user's module, LBFGS) is fitted alone, with the same result.
     data : list of (X, y)
         Each estimator's training data (``y`` None for a ``SparseSelectionStream``).
+    mode : {"exact", "fused"}, default="exact"
+        "exact": every model bit for bit its lone fit. "fused": a group of the
+        paper's model (``_fused.fusable``) trains as one stacked model, equal to
+        its lone fits to float rounding; any other group trains exactly.
 
     Returns
     -------
     errors : list of (Exception or None)
         For each estimator, what its lone ``fit`` would have raised (e.g.
         ``TrainingDivergedError``; the estimator is then as it was before the
-        call), or None: it is fitted, bit for bit as its lone fit.
+        call), or None: it is fitted, as its lone fit.
 
     Examples
     --------
@@ -88,6 +97,8 @@ def fit_group(estimators, data):
     >>> bool((lone.predict(X) == nets[3].predict(X)).all())
     True
     """
+    if mode not in ("exact", "fused"):
+        raise ValueError(f"mode must be 'exact' or 'fused'; got {mode!r}.")
     if len(estimators) != len(data):
         raise ValueError(f"fit_group needs one (X, y) per estimator; got {len(estimators)} "
                          f"estimators and {len(data)} data sets.")
@@ -100,7 +111,7 @@ def fit_group(estimators, data):
             errors[i] = _lone_fit(net, *data[i])
     for start in range(0, len(members), _CHAIN):
         chain = members[start:start + _CHAIN]
-        group = _Group([estimators[i] for i in chain], [data[i] for i in chain])
+        group = _Group([estimators[i] for i in chain], [data[i] for i in chain], mode)
         for i, error in zip(chain, group.run()):
             errors[i] = error
     return errors
@@ -131,8 +142,8 @@ class _Stop(Exception):
 class _Group:
     """One chain of nested fits and the lock-step loop the last one runs."""
 
-    def __init__(self, nets, data):
-        self.nets, self.data = nets, data
+    def __init__(self, nets, data, mode):
+        self.nets, self.data, self.mode, self.fused = nets, data, mode, None
         n = len(nets)
         self.errors, self.loops, self.outcomes = [None] * n, [None] * n, [None] * n
 
@@ -158,7 +169,7 @@ class _Group:
 
         def joined_loop(X, y=None, epochs=None, *, _routing_method="fit", **fit_params):
             reached.append(True)
-            self.loops[k] = _loop(net, X, y, epochs, _routing_method, fit_params)
+            self.loops[k] = _loop(self, net, X, y, epochs, _routing_method, fit_params)
             self._enter(k + 1)
             if self.outcomes[k] is not None:
                 raise self.outcomes[k]
@@ -173,40 +184,44 @@ class _Group:
             self._enter(k + 1)
 
     def _train(self):
-        """Every model's steps, one batch of each per round; one backward per round."""
+        """Every model's steps, one batch of each per round: exact, one backward pass per
+        round for the models' own forward passes; fused, one ``FusedStep``."""
         seconds = _CLOCKS.seconds
-        active = [k for k, loop in enumerate(self.loops) if loop is not None]
-        while active:
-            losses, stepped = [], []
-            for k in active:
+        pending = {k: None for k, loop in enumerate(self.loops) if loop is not None}
+        if self.mode == "fused" and pending and fusable([self.nets[k] for k in pending]):
+            self.fused = FusedStep({k: self.nets[k] for k in pending})
+        try:
+            while pending:
+                items = {}
+                for k, value in pending.items():
+                    start = time.process_time()
+                    try:
+                        items[k] = self.loops[k].send(value)
+                    except StopIteration:
+                        pass
+                    except _Stop as stop:
+                        self.outcomes[k] = stop.outcome
+                    except Exception as exc:  # noqa: BLE001 -- this model's fit raises it
+                        self.outcomes[k] = exc
+                    finally:
+                        seconds[id(self.nets[k])] += time.process_time() - start
+                if not items:
+                    break
                 start = time.process_time()
-                try:
-                    losses.append(next(self.loops[k]))
-                    stepped.append(k)
-                except StopIteration:
-                    pass
-                except _Stop as stop:
-                    self.outcomes[k] = stop.outcome
-                except Exception as exc:  # noqa: BLE001 -- this model's fit raises it
-                    self.outcomes[k] = exc
-                except KeyboardInterrupt as exc:  # Ctrl-C: every model stops, as a lone fit
-                    for j in active:
-                        self.outcomes[j] = exc
-                    return
-                finally:
-                    seconds[id(self.nets[k])] += time.process_time() - start
-            if losses:
-                start = time.process_time()
-                try:
-                    torch.autograd.backward(losses)
-                except KeyboardInterrupt as exc:
-                    for j in stepped:
-                        self.outcomes[j] = exc
-                    return
-                share = (time.process_time() - start) / len(stepped)
-                for k in stepped:
+                if self.fused is not None:
+                    pending = self.fused(items)
+                else:
+                    torch.autograd.backward(list(items.values()))
+                    pending = dict.fromkeys(items)
+                share = (time.process_time() - start) / len(items)
+                for k in items:
                     seconds[id(self.nets[k])] += share
-            active = stepped
+        except KeyboardInterrupt as exc:  # Ctrl-C: every model stops, as a lone fit does
+            for k in pending:
+                self.outcomes[k] = exc
+        finally:
+            if self.fused is not None:
+                self.fused.finish()
 
 
 def _notify(net, name, **kwargs):
@@ -223,7 +238,7 @@ def _notify(net, name, **kwargs):
         raise _Stop(exc) from exc
 
 
-def _loop(net, X, y, epochs, routing_method, fit_params):
+def _loop(group, net, X, y, epochs, routing_method, fit_params):
     """skorch's ``fit_loop`` for ``net`` as a generator: it yields each training batch's
     loss for the group's backward pass. Its set-up runs now, in ``net``'s own ``fit``."""
     net.check_data(X, y)
@@ -236,27 +251,33 @@ def _loop(net, X, y, epochs, routing_method, fit_params):
     dataset_train, dataset_valid = net.get_split_datasets(X, y, **split_params)
     iterator_train = net.get_iterator(dataset_train, training=True)
     iterator_valid = None if dataset_valid is None else net.get_iterator(dataset_valid)
-    return _epochs(net, epochs, iterator_train, iterator_valid, fit_params,
+    return _epochs(group, net, epochs, iterator_train, iterator_valid, fit_params,
                    {"dataset_train": dataset_train, "dataset_valid": dataset_valid})
 
 
-def _epochs(net, epochs, iterator_train, iterator_valid, fit_params, datasets):
-    """The epochs of skorch's ``fit_loop``, ``run_single_epoch`` and ``train_step``."""
+def _epochs(group, net, epochs, iterator_train, iterator_valid, fit_params, datasets):
+    """The epochs of skorch's ``fit_loop``, ``run_single_epoch`` and ``train_step``: exact,
+    it yields the batch's loss for the group's backward pass; fused, the batch, and
+    receives its loss after the group's step."""
     for _ in range(epochs):
         _notify(net, "on_epoch_begin", **datasets)
         batch_count = 0
         for batch in iterator_train:
             _notify(net, "on_batch_begin", batch=batch, training=True)
-            net._zero_grad_optimizer()
             net._set_training(True)
-            Xi, yi = unpack_data(batch)
-            y_pred = net.infer(Xi, **fit_params)
-            loss = net.get_loss(y_pred, yi, X=Xi, training=True)
-            yield loss  # the group's backward pass
-            _notify(net, "on_grad_computed",
-                    named_parameters=TeeGenerator(net.get_all_learnable_params()),
-                    batch=batch, training=True)
-            net._step_optimizer(None)
+            if group.fused is not None:  # no callback reads the gradients (fusable)
+                y_pred = None
+                loss = yield unpack_data(batch)  # the group's forward, backward and step
+            else:
+                net._zero_grad_optimizer()
+                Xi, yi = unpack_data(batch)
+                y_pred = net.infer(Xi, **fit_params)
+                loss = net.get_loss(y_pred, yi, X=Xi, training=True)
+                yield loss  # the group's backward pass
+                _notify(net, "on_grad_computed",
+                        named_parameters=TeeGenerator(net.get_all_learnable_params()),
+                        batch=batch, training=True)
+                net._step_optimizer(None)
             net.history.record_batch("train_loss", loss.item())
             net.history.record_batch("train_batch_size", get_len(batch[0]) if isinstance(
                 batch, (tuple, list)) else get_len(batch))

@@ -154,3 +154,106 @@ def test_fallback_to_lone_fits():
         assert_same_fit(net, make().fit(X, y), X)
     with pytest.raises(ValueError, match="one \\(X, y\\) per estimator"):
         fit_group(nets, [(X, y)])
+
+
+# -- fused mode: the paper's model as one stacked model, equal to float rounding ----------
+
+def assert_close_fit(grouped, lone, X_test):
+    """Weights, Adam state, losses and predictions equal to float rounding; the rest equal."""
+    torch.testing.assert_close(grouped.module_.W, lone.module_.W, rtol=1e-5, atol=1e-6)
+    (a,), (b,) = (net.optimizer_.state_dict()["state"].values() for net in (grouped, lone))
+    assert a["step"] == b["step"]
+    torch.testing.assert_close(a["exp_avg"], b["exp_avg"], rtol=1e-4, atol=1e-7)
+    assert len(grouped.history_) == len(lone.history_)
+    for row_a, row_b in zip(grouped.history_, lone.history_):
+        assert row_a.keys() == row_b.keys()
+        losses = [[batch["train_loss"] for batch in row["batches"]] for row in (row_a, row_b)]
+        assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+    np.testing.assert_allclose(grouped.predict(X_test), lone.predict(X_test), rtol=1e-5,
+                               atol=1e-6)
+
+
+@pytest.mark.parametrize("layout", ["indicator", "query"])
+@pytest.mark.parametrize("encoding", ["stochastic", "randomized", "fixed"])
+def test_fused_equals_lone_fits_to_rounding(encoding, layout):
+    params = dict(positional_encoding=encoding, max_seq_len=16, layout=layout,
+                  n_selected=Q if layout == "query" else None)
+    nets = [_make("transformer", lr, seed, **params) for lr, seed in GRID]
+    data = [_data(layout, seed, stream=encoding == "stochastic") for _, seed in GRID]
+    assert fit_group(nets, data, mode="fused") == [None] * len(GRID)
+    X_test, _ = make_sparse_selection(24, T, D, Q, layout=layout, random_state=9)
+    for net, (lr, seed) in zip(nets, GRID):
+        lone = _fit(_make("transformer", lr, seed, **params),
+                    *_data(layout, seed, stream=encoding == "stochastic"))
+        assert_close_fit(net, lone, X_test)
+
+
+class _DivergeAt(Callback):
+    """Raise as DivergenceCheck does, at a given step (the paper's model's loss is bounded:
+    it cannot explode on its own)."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_batch_end(self, net, batch=None, training=False, **kwargs):
+        if len(net.history) * 10 + len(net.history[-1]["batches"]) >= self.step:
+            raise TrainingDivergedError("diverged on purpose")
+
+
+def test_fused_masks_a_model_that_leaves():
+    """A model stopped by its budget keeps the weights of its last step while the others
+    go on; a diverged one is refused as alone; the others match their lone fits."""
+    X, y = make_sparse_selection(64, T, D, Q, random_state=0)
+
+    def make(lr, callbacks=()):
+        return SparseTokenTransformer(pe_dim=8, n_pe_draws=2, lr=lr, max_epochs=3,
+                                      batch_size=16, random_state=0, device="cpu",
+                                      callbacks=list(callbacks))
+
+    makers = [lambda: make(0.01), lambda: make(0.03, [StepBudget(5)]),
+              lambda: make(0.1, [_DivergeAt(13)]), lambda: make(0.3)]
+    nets = [m() for m in makers]
+    errors = fit_group(nets, [(X, y)] * len(nets), mode="fused")
+    assert errors[:2] == [None, None] and errors[3] is None
+    assert isinstance(errors[2], TrainingDivergedError) and not nets[2].initialized_
+    assert nets[1].history_[-1, "train_steps"] == 5
+    for i in (0, 1, 3):
+        assert_close_fit(nets[i], makers[i]().fit(X, y), X)
+
+
+def test_fused_falls_back_to_exact():
+    # no fused step for the FCN: the group is trained exactly, bit for bit
+    X, y = make_sparse_selection(48, T, D, Q, random_state=0)
+
+    def make(lr):
+        return SparseTokenFCN(hidden_width=8, lr=lr, max_epochs=2, batch_size=16,
+                              random_state=0, device="cpu")
+
+    nets = [make(lr) for lr in (0.01, 0.03)]
+    assert fit_group(nets, [(X, y)] * 2, mode="fused") == [None, None]
+    for net, lr in zip(nets, (0.01, 0.03)):
+        assert_same_fit(net, make(lr).fit(X, y), X)
+    with pytest.raises(ValueError, match="mode must be 'exact' or 'fused'"):
+        fit_group(nets, [(X, y)] * 2, mode="vmap")
+
+
+def test_reproduction_trainer_names_fused_records_and_keeps_them_apart():
+    from dataclasses import replace
+
+    from sparse_token_estimators.reproduce import SMOKE, Progress
+    from sparse_token_estimators.reproduce._fits import Fit, run_fits
+    from sparse_token_estimators.reproduce._records import config_identity
+
+    fused = replace(SMOKE, trainer="fused")
+    assert "trainer" not in config_identity(SMOKE)  # exact: the stores of before
+    assert config_identity(fused)["trainer"] == "fused"
+    with pytest.raises(ValueError, match="trainer must be 'exact' or 'fused'"):
+        replace(SMOKE, trainer="vmap")
+    fits = [Fit("paper", 4, SMOKE.seq_len, lr=lr) for lr in (0.01, 0.03)] + \
+        [Fit("fcn", 8, SMOKE.seq_len)]
+    exact = run_fits(SMOKE, fits, Progress(0, enabled=False))
+    records = run_fits(fused, fits, Progress(0, enabled=False))
+    for key, record in records.items():
+        assert record.get("trainer") == ("fused" if key[0].model == "paper" else None)
+        assert "trainer" not in exact[key]
+        assert record["val_r2"] == pytest.approx(exact[key]["val_r2"], abs=1e-6)

@@ -41,7 +41,16 @@ def describe(fit, config, seed):
         "seq_len": fit.seq_len, "data": fit.data, "n_train": fit.training_size(config),
         "max_steps": fit.max_steps, "lr": fit.learning_rate(config), "seed": seed,
         "layout": _layout(fit),
+        # a fused group's records equal the lone fits' to float rounding only: say so
+        **({"trainer": "fused"} if config.trainer == "fused" and fused(fit) else {}),
     }
+
+
+def fused(fit):
+    """Whether ``fit`` trains fused under ``trainer="fused"`` (the paper's model's
+    estimator, ``fusable``); the other families train exactly."""
+    return MODELS[fit.model].family == "transformer" and \
+        dict(MODELS[fit.model].params).get("positional_encoding") != "learned"
 
 
 def _loss_r2(model, X, y):
@@ -178,7 +187,7 @@ def group_job(config, members):
     prepared = [_prepare(config, fit, seed, pool) for fit, seed, pool in members]
     start = time.perf_counter()
     errors = fit_group([model for _, _, model in prepared],
-                       [(X, y) for X, y, _ in prepared])
+                       [(X, y) for X, y, _ in prepared], mode=config.trainer)
     for error in errors:  # what a lone fit_job would not have caught stops the run
         if error is not None and not isinstance(error, TrainingDivergedError):
             raise error
