@@ -1,7 +1,8 @@
 """A search's grid trained side by side (``fit_group``) against the same fits one by one.
 
 For each family (the paper's model, the FCN, the RoPE encoder, the GRU) at
-the quick preset's search sizes, a group of G fits (G = 3, 9, 27: rates of a
+the quick preset's search sizes (and the paper's model at T = 16, d_p = 16,
+where a step is mostly per-operation overhead), a group of G fits (G = 3, 9, 27: rates of a
 grid times seeds, each on its own seed's stream of fresh sequences) is
 trained two ways, side by side in rotating order:
 
@@ -39,6 +40,8 @@ RATES = (0.003, 0.01, 0.03)
 #: family -> (estimator, its width parameter and value, sequence length T, batch size)
 FAMILIES = {
     "paper's model": (SparseTokenTransformer, {"pe_dim": 76, "n_pe_draws": 1}, 64, 32),
+    # a small one, where a step is all per-operation overhead (a search's narrow widths)
+    "paper's model, small": (SparseTokenTransformer, {"pe_dim": 16, "n_pe_draws": 1}, 16, 32),
     "FCN": (SparseTokenFCN, {"hidden_width": 128}, 16, 256),
     "encoder (RoPE)": (SparseTokenEncoder, {"d_model": 16, "n_heads": 1,
                                            "positional_encoding": "rope"}, 32, 64),

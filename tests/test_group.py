@@ -257,3 +257,19 @@ def test_reproduction_trainer_names_fused_records_and_keeps_them_apart():
         assert record.get("trainer") == ("fused" if key[0].model == "paper" else None)
         assert "trainer" not in exact[key]
         assert record["val_r2"] == pytest.approx(exact[key]["val_r2"], abs=1e-6)
+
+
+def test_runner_sends_one_job_per_group_and_splits_for_idle_workers():
+    from dataclasses import replace
+
+    from sparse_token_estimators.reproduce import SMOKE
+    from sparse_token_estimators.reproduce._fits import Fit, _jobs
+
+    grid = [(Fit("paper", 4, SMOKE.seq_len, lr=lr), seed) for lr in (0.01, 0.03, 0.1)
+            for seed in (0, 1)]
+    other = [(Fit("fcn", 8, SMOKE.seq_len), seed) for seed in (0, 1)]
+    jobs = _jobs(replace(SMOKE, n_jobs=1), grid + other, {})
+    assert sorted(len(job) for job in jobs) == [2, 6]  # one job per (model, width)
+    jobs = _jobs(replace(SMOKE, n_jobs=4), grid, {})  # one group, four workers
+    assert len(jobs) == 4
+    assert sorted((f, s) for job in jobs for f, s, _ in job) == sorted(grid)
