@@ -41,7 +41,7 @@ RATES = (0.003, 0.01, 0.03)
 FAMILIES = {
     "paper's model": (SparseTokenTransformer, {"pe_dim": 76, "n_pe_draws": 1}, 64, 32),
     # a small one, where a step is all per-operation overhead (a search's narrow widths)
-    "paper's model, small": (SparseTokenTransformer, {"pe_dim": 16, "n_pe_draws": 1}, 16, 32),
+    "paper's model (small)": (SparseTokenTransformer, {"pe_dim": 16, "n_pe_draws": 1}, 16, 32),
     "FCN": (SparseTokenFCN, {"hidden_width": 128}, 16, 256),
     "encoder (RoPE)": (SparseTokenEncoder, {"d_model": 16, "n_heads": 1,
                                            "positional_encoding": "rope"}, 32, 64),

@@ -88,9 +88,18 @@ class FusedStep:
 
     def __call__(self, batches):
         """``{key: (X, y)}`` of the models still training -> ``{key: loss}`` (0-d tensors)
-        after one step of each."""
-        keys = list(batches)
-        batches = {self.slot[k]: batch for k, batch in batches.items()}
+        after one step of each (one stacked step per batch shape: a group's last batches
+        may differ)."""
+        shapes = {}
+        for k, (X, _) in batches.items():
+            shapes.setdefault(tuple(X.shape), {})[self.slot[k]] = batches[k]
+        losses = {}
+        for part in shapes.values():
+            losses.update(self._step(part))
+        return {k: losses[self.slot[k]] for k in batches}
+
+    def _step(self, batches):
+        """``{slot: (X, y)}`` of one shape -> ``{slot: loss}``."""
         active = sorted(batches)
         modules = [self.nets[g].module_ for g in active]
         xs = [batches[g][0] for g in active]
@@ -110,8 +119,7 @@ class FusedStep:
         self.W.grad = None
         losses.sum().backward()
         self._adam(index)
-        by_slot = dict(zip(active, losses.detach().unbind()))
-        return {k: by_slot[self.slot[k]] for k in keys}
+        return dict(zip(active, losses.detach().unbind()))
 
     def _positions(self, modules, xs, active):
         """Every model's positional vectors, from its own draws, stacked."""

@@ -273,3 +273,12 @@ def test_runner_sends_one_job_per_group_and_splits_for_idle_workers():
     jobs = _jobs(replace(SMOKE, n_jobs=4), grid, {})  # one group, four workers
     assert len(jobs) == 4
     assert sorted((f, s) for job in jobs for f, s, _ in job) == sorted(grid)
+
+
+def test_fused_group_with_batches_of_different_sizes():
+    # 40 and 48 sequences in batches of 16: the last batches differ (8 and 16)
+    nets = [_make("transformer", lr, 0) for lr in (0.01, 0.03)]
+    data = [make_sparse_selection(n, T, D, Q, random_state=0) for n in (40, 48)]
+    assert fit_group(nets, data, mode="fused") == [None, None]
+    for net, lr, (X, y) in zip(nets, (0.01, 0.03), data):
+        assert_close_fit(net, _make("transformer", lr, 0).fit(X, y), X)
