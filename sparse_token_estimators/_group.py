@@ -169,8 +169,10 @@ class _Group:
 
         def joined_loop(X, y=None, epochs=None, *, _routing_method="fit", **fit_params):
             reached.append(True)
-            self.loops[k] = _loop(self, net, X, y, epochs, _routing_method, fit_params)
-            self._enter(k + 1)
+            try:
+                self.loops[k] = _loop(self, net, X, y, epochs, _routing_method, fit_params)
+            finally:  # its set-up may fail: the others are fitted all the same
+                self._enter(k + 1)
             if self.outcomes[k] is not None:
                 raise self.outcomes[k]
             return net
@@ -179,7 +181,7 @@ class _Group:
         try:
             self.errors[k] = _lone_fit(net, *self.data[k])
         finally:
-            del net.fit_loop
+            net.__dict__.pop("fit_loop", None)
         if not reached:  # its fit failed before its loop: the others go on without it
             self._enter(k + 1)
 

@@ -282,3 +282,23 @@ def test_fused_group_with_batches_of_different_sizes():
     assert fit_group(nets, data, mode="fused") == [None, None]
     for net, lr, (X, y) in zip(nets, (0.01, 0.03), data):
         assert_close_fit(net, _make("transformer", lr, 0).fit(X, y), X)
+
+
+def test_a_fit_failing_in_its_loop_set_up_leaves_the_others():
+    # a valid split that fails inside skorch's fit_loop (the data is too small to split)
+    from skorch.dataset import ValidSplit
+
+    X, y = make_sparse_selection(48, T, D, Q, random_state=0)
+
+    def make(seed, **params):
+        return SparseTokenFCN(hidden_width=8, max_epochs=2, batch_size=16, random_state=seed,
+                              device="cpu", **params)
+
+    nets = [make(0), make(1, train_split=ValidSplit(100)), make(2)]
+    data = [(X, y), (X[:2], y[:2]), (X, y)]
+    errors = fit_group(nets, data)
+    assert errors[0] is None and errors[2] is None and errors[1] is not None
+    with pytest.raises(type(errors[1])):
+        make(1, train_split=ValidSplit(100)).fit(X[:2], y[:2])
+    for i in (0, 2):
+        assert_same_fit(nets[i], make(i).fit(X, y), X)
