@@ -5,8 +5,9 @@ every seed. :func:`fit_group` trains the fits of such a group in lock step:
 one backward pass per round for all the models' losses ("exact"), or, for the
 paper's model, one batched forward, backward and Adam step (``mode="fused"``,
 ``_fused``), which pays a small model's per-operation costs once per group
-(what a GPU's kernel launches need; on the CPU, at the quick preset's sizes,
-neither mode is faster than lone fits: ``benchmarks/bench_group.py``).
+(what a GPU's kernel launches need; on the CPU the exact mode is about as
+fast as lone fits, the fused one up to 3.5x faster on small models:
+``benchmarks/bench_group.py``).
 
 Each estimator runs its own ``fit`` (its checks, its transaction, its seeded
 weights, data, shuffling and positional draws, its callbacks and ``history_``,
