@@ -302,36 +302,3 @@ def test_a_fit_failing_in_its_loop_set_up_leaves_the_others():
         make(1, train_split=ValidSplit(100)).fit(X[:2], y[:2])
     for i in (0, 2):
         assert_same_fit(nets[i], make(i).fit(X, y), X)
-
-
-def test_critical_width_trains_each_width_as_a_group(monkeypatch):
-    from sparse_token_estimators import _critical_width
-    from sparse_token_estimators.model_selection import critical_width
-
-    X, y = make_sparse_selection(160, T, D, Q, random_state=0)
-    est = SparseTokenTransformer(n_pe_draws=1, max_epochs=2, batch_size=32, device="cpu")
-    kwargs = dict(lr_grid=(0.01, 0.03, 0.1), seeds=(0, 1), start=2, stop=8, target=0.5,
-                  random_state=0)
-    grouped = critical_width(est, "pe_dim", X, y, **kwargs)
-    sizes = []
-
-    def lone(nets, data, **_):
-        sizes.append(len(nets))
-        return [_fit_lone(net, *d) for net, d in zip(nets, data)]
-
-    monkeypatch.setattr(_critical_width, "fit_group", lone)
-    alone = critical_width(est, "pe_dim", X, y, **kwargs)
-    assert sizes[0] == 6  # every rate and seed of a width
-    assert (grouped.width, grouped.bracket, grouped.chosen_lr) == \
-        (alone.width, alone.bracket, alone.chosen_lr)
-    assert [(r["width"], r["lr"], r["seed"], r["val_score"], r["test_score"])
-            for r in grouped.table] == [(r["width"], r["lr"], r["seed"], r["val_score"],
-                                         r["test_score"]) for r in alone.table]
-
-
-def _fit_lone(net, X, y):
-    try:
-        _fit(net, X, y)
-    except Exception as exc:  # noqa: BLE001 -- as fit_group reports it
-        return exc
-    return None
