@@ -70,8 +70,9 @@ def fit_group(estimators, data, *, mode="exact"):
     ----------
     estimators : list of estimators
         The fits of a group, e.g. one model and width at several rates and
-        seeds. The package's four estimators train together; any other (a
-        subclass, a user's module, LBFGS) is fitted alone, with the same result.
+        seeds. The transformer, the FCN, the encoder and the RNN train
+        together; any other (``SparseTokenSSM``, a subclass, a user's module,
+        LBFGS) is fitted alone, with the same result.
     data : list of (X, y)
         Each estimator's training data (``y`` None for a ``SparseSelectionStream``).
     mode : {"exact", "fused"}, default="exact"
