@@ -302,3 +302,19 @@ def test_a_fit_failing_in_its_loop_set_up_leaves_the_others():
         make(1, train_split=ValidSplit(100)).fit(X[:2], y[:2])
     for i in (0, 2):
         assert_same_fit(nets[i], make(i).fit(X, y), X)
+
+
+def test_the_state_space_model_is_fitted_alone():
+    pytest.importorskip("mambapy")
+    from sparse_token_estimators import SparseTokenSSM
+
+    X, y = make_sparse_selection(32, T, D, Q, random_state=0)
+
+    def make(lr):
+        return SparseTokenSSM(d_model=4, d_state=2, max_epochs=1, batch_size=16, lr=lr,
+                              random_state=0, device="cpu")
+
+    nets = [make(lr) for lr in (0.01, 0.03)]
+    assert fit_group(nets, [(X, y)] * 2) == [None, None]
+    for net, lr in zip(nets, (0.01, 0.03)):
+        assert_same_fit(net, make(lr).fit(X, y), X)
