@@ -43,6 +43,7 @@ from ._fitted import FittedStateMixin
 from ._layout import check_target
 from ._persistence import FITTING, PersistenceMixin
 from .callbacks import (
+    CosineSchedule,
     DivergenceCheck,
     EpochStepCheck,
     NoTrainingStepError,
@@ -90,7 +91,7 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
                  optimizer=torch.optim.Adam, lr=0.01, max_epochs=30, batch_size=256,
                  iterator_train=TensorBatches, iterator_valid=TensorBatches,
                  train_split=None, verbose=0, device="auto", layout="indicator",
-                 n_selected=None, **kwargs):
+                 n_selected=None, lr_schedule="constant", **kwargs):
         kwargs.setdefault("iterator_train__shuffle", True)
         super().__init__(
             module, optimizer=optimizer, lr=lr, max_epochs=max_epochs,
@@ -102,6 +103,7 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         self.random_state = random_state
         self.layout = layout
         self.n_selected = n_selected
+        self.lr_schedule = lr_schedule
 
     # -- scikit-learn and skorch conventions --------------------------------------
 
@@ -138,6 +140,7 @@ class _SparseTokenRegressor(PersistenceMixin, InputChecksMixin, FittedStateMixin
         return [("validation_split_check", ValidationSplitCheck()),
                 ("epoch_step_check", EpochStepCheck()),
                 ("divergence_check", DivergenceCheck()),
+                ("lr_schedule", CosineSchedule()),
                 *super()._default_callbacks]
 
     def _device_scope(self):
