@@ -44,6 +44,10 @@ NEXT_RUNS = {
     "quick": (("paper", "the complete run (every experiment, at the paper's sizes)"),),
 }
 
+#: each scale's wall time as measured (3 seeds, 2 CPU cores; the reproduction page of
+#: the documentation gives each run)
+SCALE_TIMES = {"first": "about 2 min", "quick": "about 15 min", "paper": "about 79 min"}
+
 #: seconds to wait for a scheduler to accept a connection
 SCHEDULER_TIMEOUT = 2.0
 
@@ -97,12 +101,16 @@ def build_parser():
     )
     scale = parser.add_mutually_exclusive_group()
     scale.add_argument("--quick", action="store_const", dest="scale", const="quick",
-                       help="every experiment at small sizes (the default; --scale first "
-                            "judges the paper's three claims alone: what make run runs)")
+                       help="every experiment at small sizes (the default; the same as "
+                            "--scale quick)")
     scale.add_argument("--scale", choices=sorted(reproduce.SCALES),
-                       help="'paper': T=20, more samples, pe_dim up to 512, the scaling "
-                            "law over T=8..256, learning curves over T=5..20; within the "
-                            "hour on 2 CPU cores")
+                       help="'first': the paper's three claims alone at T=10, what make run "
+                            f"runs ({SCALE_TIMES['first']}); 'quick': every experiment at "
+                            f"small sizes ({SCALE_TIMES['quick']}); 'paper': T=20, more "
+                            "samples, pe_dim up to 512, the scaling law over T=8..256, "
+                            "learning curves over T=5..20 "
+                            f"({SCALE_TIMES['paper']}). Times measured with 3 seeds on 2 CPU "
+                            "cores")
     parser.set_defaults(scale="quick")
     parser.add_argument(
         "--out", default="results",
@@ -173,7 +181,8 @@ def _dask_backend(address):
 
 
 def _check_scheduler(parser, address):
-    """Refuse a TCP scheduler address that accepts no connection within the timeout."""
+    """Refuse a TCP scheduler address that accepts no connection within the timeout, or
+    whose peer does not answer as a Dask scheduler within it."""
     scheme, _, rest = address.rpartition("://")
     if scheme not in ("", "tcp", "tls"):
         return  # inproc://, ucx://, ...: distributed's own connect says what is wrong
@@ -188,6 +197,18 @@ def _check_scheduler(parser, address):
         parser.error(f"argument --scheduler: nothing accepts a connection at {address} "
                      f"within {SCHEDULER_TIMEOUT:g} s ({exc.strerror or exc}); start the "
                      "scheduler (`dask scheduler`) or leave --scheduler out to fit here")
+    if scheme == "tls":
+        return  # its handshake needs the cluster's certificates: the client's to make
+    from .distributed import _scheduler_identity
+
+    kind = _scheduler_identity(address, SCHEDULER_TIMEOUT)
+    if kind != "Scheduler":
+        what = (f"a Dask {kind.lower()}, not the scheduler" if kind else
+                f"not a Dask scheduler (no answer to Dask's identity request within "
+                f"{SCHEDULER_TIMEOUT:g} s)")
+        parser.error(f"argument --scheduler: {address} accepts a connection but is {what}; "
+                     "check the host and the port (a scheduler listens on 8786 unless told "
+                     "otherwise: `dask scheduler` prints its address)")
 
 
 def _build_config(parser, args):
@@ -213,26 +234,46 @@ def _build_config(parser, args):
     return config
 
 
+def _missing_folders(out):
+    """``out`` and those of its parents that do not exist yet, the deepest first."""
+    missing = []
+    for folder in (out, *out.parents):
+        if folder.exists() or folder.is_symlink():
+            break
+        missing.append(folder)
+    return missing
+
+
+def _remove_folders(folders):
+    """Remove ``folders`` (the deepest first), each only while empty but for the lock file."""
+    with contextlib.suppress(OSError):
+        if folders:
+            (folders[0] / _records.LOCK_FILE).unlink(missing_ok=True)
+        for folder in folders:
+            folder.rmdir()
+
+
 def _check_out(parser, args):
     """Create ``--out`` and prove it writable: first of all the checks, so that a
     folder that cannot be written fails before anything else is imported.
-    Returns whether the folder was made here."""
-    out = Path(args.out)
-    existed = out.exists()
+    Returns the folders made here (``--out`` and its new parents, the deepest first),
+    which a refused run removes."""
+    out = Path(args.out).absolute()
+    made = _missing_folders(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
         # named as the atomic writer's temporary files, so that a probe a kill
-        # left behind is removed at the next start like theirs
+        # left behind is removed at the next start like theirs; whatever has the
+        # name is removed first (opening a FIFO there would block)
         probe = out / f".probe.{os.getpid() & 0xFFFFFFFF:08x}.tmp"
+        probe.unlink(missing_ok=True)
         probe.write_text("a probe of --out, removed at once")
         probe.unlink(missing_ok=True)
     except OSError as exc:
-        if not existed and out.is_dir():
-            with contextlib.suppress(OSError):
-                out.rmdir()
+        _remove_folders([folder for folder in made if folder.is_dir()])
         parser.error(f"argument --out: cannot write into {args.out!r}: "
                      f"{exc.strerror or exc}; choose a folder you can write to")
-    return not existed
+    return made
 
 
 def _open_out(parser, args, config, command=None):
@@ -371,10 +412,7 @@ def main(argv=None):
                     _check_scheduler(parser, args.scheduler)
                 lock, store = _open_out(parser, args, config, shlex.join(_command(argv)))
             except SystemExit:  # a refused run leaves no folder it made
-                if made:
-                    with contextlib.suppress(OSError):
-                        Path(args.out, _records.LOCK_FILE).unlink(missing_ok=True)
-                        Path(args.out).rmdir()
+                _remove_folders(made)
                 raise
             return _run(args, argv, config, store)
         except (Interrupted, KeyboardInterrupt) as exc:

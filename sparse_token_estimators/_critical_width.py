@@ -1,7 +1,8 @@
 """The critical width of a model: the smallest width whose best-rate score reaches a target.
 
-The protocol of the reproduction's second set of verdicts (TASK.md,
-"Verdicts, second set"), for any estimator with a width parameter:
+The protocol of the reproduction's second set of verdicts (the
+documentation's reproduction page), for any estimator with a width
+parameter:
 
 - a width's score is the best mean validation R^2 over a learning-rate grid
   (at least 3 rates spanning at least 10x), the mean over seeds;
@@ -24,15 +25,26 @@ all: what the reproduction's searches over T need, in place of its own
 """
 
 import math
+import numbers
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 from joblib import Parallel, delayed
 from sklearn.base import clone
+from sklearn.exceptions import FitFailedWarning
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import train_test_split
 
+from ._search_args import (
+    check_bracket_args,
+    check_error_score,
+    check_estimator,
+    check_lr_grid,
+    check_seeds,
+    check_width_multiple,
+)
 from .datasets import SparseSelectionStream
 
 #: what a search can end with
@@ -122,24 +134,9 @@ def search_steps(start, *, target, stop=None, floor=None, factor=2.0, refine=2 *
     >>> request
     (4, 1)
     """
-    if isinstance(start, bool) or not isinstance(start, int) or start < 1:
-        raise ValueError(f"start must be a positive int; got {start!r}.")
-    if stop is not None and (isinstance(stop, bool) or not isinstance(stop, int)
-                             or stop < start):
-        raise ValueError(f"stop must be None or an int >= start={start}; got {stop!r}.")
-    if floor is not None and (isinstance(floor, bool) or not isinstance(floor, int)
-                              or not 1 <= floor <= start):
-        raise ValueError(f"floor must be None or an int in 1..start={start}; got {floor!r}.")
-    if not factor > 1 or not refine > 1:
-        raise ValueError(f"factor and refine must be > 1; got {factor!r} and {refine!r}.")
-    if isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 1:
-        raise ValueError(f"multiple must be a positive int; got {multiple!r}.")
-    off = {name: value for name, value in (("start", start), ("stop", stop), ("floor", floor))
-           if value is not None and value % multiple}
-    if off:
-        raise ValueError(f"with multiple={multiple} every width is a multiple of it; got "
-                         + ", ".join(f"{k}={v}" for k, v in off.items())
-                         + f": use multiples of {multiple}.")
+    stop = check_bracket_args(start, target=target, stop=stop, floor=floor, factor=factor,
+                              refine=refine, fall_tol=fall_tol, check_steps=check_steps,
+                              multiple=multiple)
     m = multiple
 
     def near(x):  # the nearest allowed width
@@ -174,11 +171,9 @@ def search_steps(start, *, target, stop=None, floor=None, factor=2.0, refine=2 *
                         f"{s:.4g} at {width}; the search stopped there")
         best = max(best, s) if not math.isnan(s) else best
         lower = width
-        if stop is not None and width >= stop:
+        if width >= stop:
             break
-        width = max(width + m, near(width * factor))
-        if stop is not None:
-            width = min(width, stop)
+        width = min(max(width + m, near(width * factor)), stop)
     if upper is None:  # beyond the stop
         if not check_steps:
             return done(None, (lower, None), "> stop",
@@ -207,7 +202,7 @@ def search_steps(start, *, target, stop=None, floor=None, factor=2.0, refine=2 *
     above = [w for w in scores if w > upper]
     if not above:
         nxt = max(upper + m, near(upper * refine))
-        if stop is None or nxt <= stop:
+        if nxt <= stop:
             yield from score(nxt)
             above = [nxt]
     failing = [w for w in scores if w > upper and not _passes(scores[w], target)]
@@ -304,19 +299,21 @@ def bracket_critical_width(evaluate, start, *, target, stop=None, floor=None, fa
     start : int
         First width.
     target : float
-    stop : int or None
-        Widest width the search may evaluate (the confirmation included).
+    stop : int or None, default=None
+        Widest width the search may evaluate (the confirmation included);
+        None: 2**20, a cap so that a target no width reaches ends the
+        search ("> stop").
     floor : int or None, default=None
         When ``start`` already passes, shrink by ``factor`` down to this
         width until one fails (then bisect); None: report "at start" at once.
     factor : float, default=2.0
-        Growth factor (> 1).
+        Growth factor (finite, > 1).
     refine : float, default=sqrt(2)
         Bisect until upper / lower <= ``refine`` (or neighbouring integers);
         the confirmation width is ``max(upper + 1, round(upper * refine))``.
     fall_tol : float or None, default=0.05
-        While growing, a score more than this below the best so far stops
-        the search as "non-monotone"; None: never.
+        While growing, a score more than this (>= 0) below the best so far
+        stops the search as "non-monotone"; None: never.
     check_steps : bool, default=True
         Run the steps check (multiplier 2).
     multiple : int, default=1
@@ -344,12 +341,54 @@ def bracket_critical_width(evaluate, start, *, target, stop=None, floor=None, fa
     return run_searches(lambda jobs: [evaluate(w, m) for _, w, m in jobs], {None: steps})[None]
 
 
+class _Interrupted(BaseException):
+    """A KeyboardInterrupt inside a fit, carried past skorch.
+
+    skorch's ``partial_fit`` catches a ``KeyboardInterrupt`` raised in its
+    training loop and returns as if training were complete: a Ctrl-C (or a
+    callback's interrupt) would truncate one fit, which the search would
+    score, and go on with the next.
+    """
+
+
+def _designed_stop(exc):
+    """Whether a KeyboardInterrupt is a callback's planned end of training."""
+    from skorch.callbacks import EarlyStopping
+
+    from .callbacks import StepBudget
+    from .checkpoints import LoadInitState
+
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return isinstance(tb.tb_frame.f_locals.get("self"), (EarlyStopping, StepBudget,
+                                                          LoadInitState))
+
+
+def _guard_interrupts(estimator):
+    """Let a KeyboardInterrupt out of the estimator's training loop (a skorch net's)."""
+    fit_loop = getattr(estimator, "fit_loop", None)
+    if not callable(fit_loop):
+        return
+
+    def guarded(*args, **kwargs):
+        try:
+            return fit_loop(*args, **kwargs)
+        except KeyboardInterrupt as exc:
+            if _designed_stop(exc):
+                raise
+            raise _Interrupted(str(exc)) from None
+
+    estimator.fit_loop = guarded
+
+
 def _fit_one(estimator, params, seed_param, seed, train, validation, test, scorer,
              error_score):
     """One fit and its scores: a row of the table."""
     import torch
 
     estimator = clone(estimator).set_params(**params)
+    _guard_interrupts(estimator)
     if seed_param is None:  # a net without random_state: seed torch in this worker
         torch.manual_seed(seed)
     row = {"val_score": math.nan, "test_score": None, "error": None}
@@ -359,34 +398,27 @@ def _fit_one(estimator, params, seed_param, seed, train, validation, test, score
         row["val_score"] = float(scorer(estimator, *validation))
         if test is not None:
             row["test_score"] = float(scorer(estimator, *test))
-    except Exception as exc:  # a diverged or failed fit scores NaN, as in scikit-learn
-        if error_score == "raise":
+    except Exception as exc:  # a diverged or failed fit scores error_score, as in scikit-learn
+        if isinstance(error_score, str):  # "raise"
             raise
+        row["val_score"] = float(error_score)
         row["error"] = f"{type(exc).__name__}: {exc}"
         if test is not None:
-            row["test_score"] = math.nan
+            row["test_score"] = float(error_score)
     row["fit_time"] = time.perf_counter() - start
     return row
 
 
-def _check_lr_grid(lr_grid):
-    try:
-        rates = sorted(float(lr) for lr in lr_grid)
-    except TypeError:
-        rates = None
-    if not rates or len(rates) < 3 or rates[0] <= 0 or len(set(rates)) < 3:
-        raise ValueError(
-            f"lr_grid must hold at least 3 distinct positive learning rates spanning at "
-            f"least 10x (the protocol's grid); got {lr_grid!r}. E.g. lr_grid=[0.003, 0.01, "
-            "0.03]."
-        )
-    if rates[-1] / rates[0] < 10 * (1 - 1e-9):
-        raise ValueError(
-            f"lr_grid must span at least 10x (largest / smallest); got {rates} "
-            f"({rates[-1] / rates[0]:.3g}x). Widen it, e.g. [{rates[0]:g}, "
-            f"{math.sqrt(10) * rates[0]:.3g}, {10 * rates[0]:g}]."
-        )
-    return rates
+def _fit_all(estimator, settings, seed_param, data, scorer, error_score, n_jobs, verbose):
+    """Fit a clone of ``estimator`` per setting, in parallel: their rows, in order.
+
+    The one place that dispatches fits (joblib, so that
+    ``joblib.parallel_config("dask")`` sends them to a cluster).
+    ``settings`` is a list of ``(params, seed)``.
+    """
+    return Parallel(n_jobs=n_jobs, verbose=max(0, verbose - 1))(
+        delayed(_fit_one)(estimator, params, seed_param, seed, *data, scorer, error_score)
+        for params, seed in settings)
 
 
 def _check_pair(value, name):
@@ -418,6 +450,11 @@ def _split_data(X, y, validation, test, validation_fraction, random_state):
     return (X, y), tuple(validation), test
 
 
+def _failures(rows, limit=3):
+    errors = [f"lr={r['lr']:g}, seed={r['seed']}: {r['error']}" for r in rows if r["error"]]
+    return "; ".join(errors[:limit]) + ("; ..." if len(errors) > limit else "")
+
+
 def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4, stop=None,
                    floor=None, seeds=(0, 1, 2), validation=None, test=None, validation_fraction=0.2,
                    random_state=0, factor=2.0, refine=2 ** 0.5, fall_tol=0.05,
@@ -426,8 +463,8 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
                    n_jobs=None, verbose=0):
     """The smallest width at which a model's best-rate validation score reaches ``target``.
 
-    The protocol of the reproduction (TASK.md, "Verdicts, second set") for
-    any estimator with a width parameter: the transformer's ``pe_dim``, the
+    The protocol of the reproduction (its second set of verdicts) for any
+    estimator with a width parameter: the transformer's ``pe_dim``, the
     FCN's ``hidden_width``, the encoder's ``d_model``, the RNN's
     ``hidden_size``, or a width of a user's skorch net (``module__width``).
     A width's score is the best, over ``lr_grid``, of the validation score
@@ -443,29 +480,41 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
     on a Dask cluster. Rates are not pruned (no successive halving): every
     rate is fitted at every width.
 
+    Every argument is checked before the first fit. A failed fit scores
+    ``error_score``: when some fits fail, a ``FitFailedWarning`` says so
+    (and ``reason`` too); when every fit of a width fails, the search raises
+    with the first errors, as scikit-learn's searches do. A
+    ``KeyboardInterrupt`` (Ctrl-C, or one a callback raises) stops the whole
+    search and propagates: no fit it cut short is scored (the planned stops
+    of skorch's ``EarlyStopping`` and of ``StepBudget`` end a fit as usual).
+
     Parameters
     ----------
     estimator : estimator
         Cloned for every fit, never fitted itself.
     param : str
-        The width parameter (an int parameter of ``estimator``).
+        The width parameter (an int parameter of ``estimator``; for a skorch
+        net's module argument, set it in the net's constructor, e.g.
+        ``NeuralNetRegressor(MyModule, module__width=4)``).
     X : array-like or SparseSelectionStream
         Training data; with arrays and no ``validation``, a seeded split
         (``validation_fraction``, ``random_state``) gives the validation set.
     y : array-like or None
         Targets (None with a stream).
     lr_grid : sequence of float
-        At least 3 rates spanning at least 10x (refused otherwise).
+        At least 3 finite positive rates spanning at least 10x (refused
+        otherwise).
     target : float, default=0.8
     start : int, default=4
         First width evaluated.
     stop : int or None, default=None
-        Widest width evaluated; None: no limit.
+        Widest width evaluated; None: 2**20 (a cap, so that a target no
+        width reaches ends the search).
     floor : int or None, default=None
         Narrowest width evaluated when ``start`` already passes (the search
         shrinks to it); None: "at start" at once.
     seeds : sequence of int, default=(0, 1, 2)
-        Set as ``seed_param``; the score is the mean over them.
+        Distinct ints, set as ``seed_param``; the score is the mean over them.
     validation : tuple (X_val, y_val) or None
         The validation set (required with a stream).
     test : tuple (X_test, y_test) or None
@@ -474,22 +523,29 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
     random_state : int, default=0
         Seed of the train / validation split.
     factor, refine, fall_tol, check_steps, multiple
-        As in :func:`bracket_critical_width` (``multiple=2`` for
-        ``SparseTokenEncoder(positional_encoding="rope")``'s ``d_model``).
+        As in :func:`bracket_critical_width`. An encoder's ``d_model`` must
+        be a multiple of ``n_heads`` (of ``2 * n_heads`` with rotary
+        positions): ``multiple=4`` for
+        ``SparseTokenEncoder(positional_encoding="rope")`` and its two
+        heads (refused before any fit otherwise).
     lr_param, steps_param : str, default="lr", "max_epochs"
         The rate and the steps parameters (the steps one is doubled for the
         steps check).
     seed_param : str or None, default="random_state"
         The seed parameter; None, or a name ``estimator`` lacks: each fit
-        seeds torch (``torch.manual_seed``) in its worker instead.
+        seeds torch (``torch.manual_seed``) in its worker instead. ``param``,
+        ``lr_param``, ``steps_param`` and ``seed_param`` are four different
+        parameters.
     scoring : str, callable or None, default=None
         As in scikit-learn; None: the estimator's ``score`` (R^2).
-    error_score : float or "raise", default=nan
-        Score of a failed fit (e.g. a diverged one); "raise" re-raises.
+    error_score : "raise" or float, default=nan
+        As in scikit-learn's searches: the score of a failed fit (e.g. a
+        diverged one); "raise" re-raises its error.
     n_jobs : int or None, default=None
         Fits at once (joblib).
     verbose : int, default=0
-        joblib's verbosity.
+        1: a line per width as its score is found (the best mean score and
+        its rate); 2 and more: joblib's progress too.
 
     Returns
     -------
@@ -498,8 +554,8 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
 
     Examples
     --------
-    >>> from sparse_token_estimators import SparseTokenFCN, make_sparse_selection
-    >>> from sparse_token_estimators.model_selection import critical_width
+    >>> from sparse_token_estimators import (SparseTokenFCN, critical_width,
+    ...                                      make_sparse_selection)
     >>> X, y = make_sparse_selection(600, seq_len=4, token_dim=2, n_selected=2,
     ...                              random_state=0)
     >>> est = SparseTokenFCN(max_epochs=3, device="cpu")
@@ -510,47 +566,50 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
     >>> sorted(result.table[0])[:4]
     ['error', 'fit_time', 'lr', 'seed']
     """
-    rates = _check_lr_grid(lr_grid)
-    if isinstance(target, bool) or not isinstance(target, (int, float)) or math.isnan(target):
-        raise ValueError(f"target must be a number; got {target!r}.")
-    params = estimator.get_params()
-    for name in (param, lr_param, steps_param):
-        if name not in params:
-            raise ValueError(
-                f"{type(estimator).__name__} has no parameter {name!r}; pass the name of "
-                "its width (param), rate (lr_param) and steps (steps_param) parameters."
-            )
-    base_steps = params[steps_param]
-    if isinstance(base_steps, bool) or not isinstance(base_steps, int) or base_steps < 1:
-        raise ValueError(f"{steps_param}={base_steps!r} must be a positive int to be doubled.")
-    if seed_param is not None and seed_param not in params:
-        seed_param = None
-    seeds = [int(s) for s in seeds]
-    if not seeds:
-        raise ValueError("seeds must hold at least one seed.")
-    train, validation, test = _split_data(X, y, validation, test, validation_fraction,
-                                          random_state)
+    # every check before the first fit
+    params, seed_param = check_estimator(estimator, param, lr_param=lr_param,
+                                         steps_param=steps_param, seed_param=seed_param)
+    rates, seeds = check_lr_grid(lr_grid), check_seeds(seeds)
+    check_error_score(error_score)
+    check_bracket_args(start, target=target, stop=stop, floor=floor, factor=factor,
+                       refine=refine, fall_tol=fall_tol, check_steps=check_steps,
+                       multiple=multiple)
+    check_width_multiple(params, param, multiple, type(estimator).__name__, start=start,
+                         stop=stop, floor=floor)
+    if not isinstance(verbose, numbers.Integral):
+        raise ValueError(f"verbose must be an int; got {verbose!r}.")
+    data = _split_data(X, y, validation, test, validation_fraction, random_state)
     scorer = check_scoring(estimator, scoring=scoring)
+    base_steps = params[steps_param]
     table, chosen, per_seed = [], {}, {}
 
     def fits(width, multiplier, lrs):
         jobs = [(lr, seed) for lr in lrs for seed in seeds]
-        settings = [{param: width, lr_param: lr, steps_param: base_steps * multiplier,
-                     **({seed_param: seed} if seed_param else {})} for lr, seed in jobs]
-        rows = Parallel(n_jobs=n_jobs, verbose=verbose)(
-            delayed(_fit_one)(estimator, setting, seed_param, seed, train, validation, test,
-                              scorer, error_score)
-            for setting, (_, seed) in zip(settings, jobs))
-        for (lr, seed), row in zip(jobs, rows):
-            table.append({"width": width, "lr": lr, "seed": seed,
-                          "steps_multiplier": multiplier, **row})
+        settings = [({param: width, lr_param: lr, steps_param: base_steps * multiplier,
+                      **({seed_param: seed} if seed_param else {})}, seed) for lr, seed in jobs]
+        rows = [{"width": width, "lr": lr, "seed": seed, "steps_multiplier": multiplier, **row}
+                for (lr, seed), row in zip(jobs, _fit_all(
+                    estimator, settings, seed_param, data, scorer, error_score, n_jobs,
+                    verbose))]
+        table.extend(rows)
+        if all(row["error"] for row in rows):
+            steps = f" with {multiplier}x the steps" if multiplier != 1 else ""
+            raise ValueError(
+                f"All {len(rows)} fits of {param}={width}{steps} failed (rates x seeds), so "
+                f"the search cannot score it; the first: {_failures(rows)}. Fix the estimator "
+                "or the data, or pass error_score='raise' to see the whole traceback."
+            )
         return [(lr, seed, row["val_score"]) for (lr, seed), row in zip(jobs, rows)]
 
     def evaluate(width, multiplier):
         if multiplier != 1:  # the steps check: the chosen rate only
             if chosen[width] is None:
                 return math.nan
-            return float(np.mean([s for _, _, s in fits(width, multiplier, [chosen[width]])]))
+            score = float(np.mean([s for _, _, s in fits(width, multiplier, [chosen[width]])]))
+            if verbose > 0:
+                print(f"critical_width: {param}={width} with twice the steps: {score:.4g} "
+                      f"(lr={chosen[width]:g})", flush=True)
+            return score
         results = fits(width, 1, rates)
         means = {lr: float(np.mean([s for r, _, s in results if r == lr])) for lr in rates}
         finite = {lr: m for lr, m in means.items() if not math.isnan(m)}
@@ -559,14 +618,31 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
         for seed in seeds:
             own = {r: s for r, sd, s in results if sd == seed and not math.isnan(s)}
             per_seed[width][seed] = max(own, key=own.get) if own else None
-        return finite[chosen[width]] if finite else math.nan
+        score = finite[chosen[width]] if finite else math.nan
+        if verbose > 0:
+            best = f" (lr={chosen[width]:g})" if finite else " (no rate without a failure)"
+            print(f"critical_width: {param}={width}: {score:.4g}{best}, target {target}",
+                  flush=True)
+        return score
 
-    found = bracket_critical_width(evaluate, start, target=target, stop=stop, floor=floor,
-                                   factor=factor, refine=refine, fall_tol=fall_tol,
-                                   check_steps=check_steps, multiple=multiple)
+    try:
+        found = bracket_critical_width(evaluate, start, target=target, stop=stop, floor=floor,
+                                       factor=factor, refine=refine, fall_tol=fall_tol,
+                                       check_steps=check_steps, multiple=multiple)
+    except _Interrupted as exc:
+        raise KeyboardInterrupt(f"critical_width was interrupted during a fit ({exc}); "
+                                "no result") from None
+    reason = found["reason"]
+    failed = [row for row in table if row["error"]]
+    if failed:
+        message = (f"{len(failed)} of {len(table)} fits failed and scored "
+                   f"error_score={error_score!r} (the first: {_failures(failed)})")
+        warnings.warn(f"critical_width: {message}. Their rows in result.table say why; pass "
+                      "error_score='raise' to stop at the first failure.", FitFailedWarning,
+                      stacklevel=2)
+        reason = f"{reason}; {message}"
     return CriticalWidth(param=param, target=target, width=found["width"],
-                         bracket=found["bracket"], status=found["status"],
-                         reason=found["reason"], scores=found["scores"],
-                         doubled_scores=found["doubled_scores"],
+                         bracket=found["bracket"], status=found["status"], reason=reason,
+                         scores=found["scores"], doubled_scores=found["doubled_scores"],
                          chosen_lr=dict(sorted(chosen.items())),
                          chosen_lr_per_seed=dict(sorted(per_seed.items())), table=table)

@@ -11,6 +11,7 @@ so that a search survives the loss of a worker. It needs the extra:
 ``pip install -e ".[distributed]"`` from the package's clone.
 """
 
+import asyncio
 import os
 import pickle
 import sys
@@ -34,6 +35,32 @@ def _import_distributed():
     except ImportError as exc:
         raise ImportError(_INSTALL_HINT) from exc
     return distributed
+
+
+def _scheduler_identity(address, timeout):
+    """The kind of Dask server at ``address`` ("Scheduler", "Worker", ...), or None.
+
+    One identity request, the whole exchange bounded by ``timeout`` seconds:
+    a peer that accepts the connection but does not speak Dask's protocol
+    (another service on that port) gives None in that time, where a client
+    would wait on it (the command line's check of ``--scheduler``).
+    """
+    from distributed.comm import connect
+
+    async def ask():
+        comm = await connect(address, timeout=timeout)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    try:
+        reply = asyncio.run(asyncio.wait_for(ask(), timeout))
+    except Exception:  # refused, closed, timed out, not Dask's framing: not a Dask server
+        return None
+    kind = reply.get("type") if isinstance(reply, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 async def _ready(value):

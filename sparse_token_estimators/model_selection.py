@@ -11,7 +11,6 @@ scikit-learn's own parts (``ParameterGrid``, ``clone``, ``check_scoring``)
 and joblib, and reports the results in the layout of ``cv_results_``.
 """
 
-import numbers
 import time
 import warnings
 
@@ -24,6 +23,7 @@ from sklearn.model_selection import ParameterGrid
 from sklearn.utils import Bunch
 
 from ._critical_width import CriticalWidth, critical_width
+from ._search_args import check_error_score
 from .datasets import SparseSelectionStream
 
 __all__ = ["CriticalWidth", "critical_width", "search_on_stream"]
@@ -42,17 +42,6 @@ def _fit_and_score(estimator, params, stream, X_val, y_val, scorer, error_score)
     fit_time = time.perf_counter() - start
     score = scorer(estimator, X_val, y_val)
     return estimator, fit_time, time.perf_counter() - start - fit_time, score, None
-
-
-def _check_error_score(error_score):
-    if isinstance(error_score, str) and error_score == "raise":
-        return
-    if isinstance(error_score, numbers.Real) and not isinstance(error_score, bool):
-        return
-    raise ValueError(
-        f"error_score must be 'raise' or a number (e.g. np.nan, the default); got "
-        f"{error_score!r}. It is the score of a candidate whose fit fails."
-    )
 
 
 def search_on_stream(estimator, param_grid, stream, X_val, y_val, *, scoring=None,
@@ -123,7 +112,7 @@ def search_on_stream(estimator, param_grid, stream, X_val, y_val, *, scoring=Non
             f"stream must be a SparseSelectionStream; got {type(stream).__name__}. For "
             "arrays X, y use scikit-learn's GridSearchCV(estimator, param_grid).fit(X, y)."
         )
-    _check_error_score(error_score)
+    check_error_score(error_score)
     candidates = list(ParameterGrid(param_grid))
     if not candidates:
         raise ValueError(

@@ -6,6 +6,7 @@ results of an uninterrupted run; the output folder holds one run, its
 results.json strict JSON.
 """
 
+import contextlib
 import errno
 import json
 import math
@@ -128,6 +129,92 @@ def test_an_unreachable_scheduler_is_refused_before_any_fit(no_fit, tmp_path, ca
     assert "argument --scheduler: nothing accepts a connection at tcp://127.0.0.1:9" in err
     err = _usage_error(["--out", str(tmp_path), "--scheduler", "127.0.0.1"], capsys)
     assert "is not an address such as tcp://host:8786" in err
+
+
+@pytest.fixture
+def bounded():
+    """Fail, rather than hang the suite, if the test blocks (a FIFO, a silent peer)."""
+    def hung(signum, frame):
+        raise AssertionError("blocked for 60 s: the command line must never block")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def silent_server():
+    """A TCP server on the loopback that accepts connections and never answers."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    held = []
+
+    def accept():
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(server.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+    for connection in held:
+        connection.close()
+
+
+def test_a_port_that_is_no_dask_scheduler_is_refused_at_once(no_fit, tmp_path, capsys,
+                                                               monkeypatch, bounded,
+                                                               silent_server):
+    pytest.importorskip("distributed")
+    monkeypatch.setattr(cli, "SCHEDULER_TIMEOUT", 0.5)
+    out = tmp_path / "out"
+    err = _usage_error(["--out", str(out), "--scheduler", silent_server], capsys)
+    assert (f"argument --scheduler: {silent_server} accepts a connection but is not a Dask "
+            "scheduler (no answer to Dask's identity request within 0.5 s); check the host "
+            "and the port") in err
+    assert not out.exists()
+
+
+def test_a_dask_scheduler_answers_as_one():
+    distributed = pytest.importorskip("distributed")
+    from sparse_token_estimators.distributed import _scheduler_identity
+
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as c:
+        assert _scheduler_identity(c.scheduler_address, 10) == "Scheduler"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+@pytest.mark.parametrize("name, message", [
+    (".lock", "cannot use the lock file {out}/.lock: it is a FIFO (named pipe), not a regular "
+              "file, which a run never makes; delete it"),
+    ("records/config.json", "{out}/records/config.json (the configuration of the records) is "
+                            "a FIFO (named pipe), not a regular file, which a run never "
+                            "writes: it is not read"),
+    ("manifest.json", "{out}/manifest.json (the list of the files of the earlier run) is a "
+                      "FIFO (named pipe), not a regular file"),
+])
+def test_a_fifo_in_out_is_refused_naming_it_never_read(name, message, no_fit, tmp_path,
+                                                        capsys, bounded):
+    out = tmp_path / "out"
+    (out / name).parent.mkdir(parents=True)
+    os.mkfifo(out / name)
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    err = _usage_error(["--out", str(out)], capsys)
+    assert f"argument --out: {message.format(out=out)}" in " ".join(err.split())
+    # nothing changed but the lock file (the run's own, kept: see RunLock)
+    after = sorted(p.relative_to(out) for p in out.rglob("*"))
+    assert [p for p in after if p.name != ".lock"] == [p for p in before if p.name != ".lock"]
+    assert (out / name).is_fifo()
+
+
+def test_a_refused_run_leaves_no_folder_it_made(no_fit, tmp_path, capsys):
+    out = tmp_path / "new" / "a" / "b" / "out"
+    err = _usage_error(["--out", str(out), "--seq-len", "1", "--n-selected", "1"], capsys)
+    assert "n_selected must be between 1 and seq_len - 1" in err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_folder_of_other_files_is_refused(no_fit, tmp_path, capsys):

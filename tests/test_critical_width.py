@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.exceptions import FitFailedWarning
 
 from sparse_token_estimators import (
     SparseSelectionStream,
@@ -19,6 +20,7 @@ from sparse_token_estimators._critical_width import bracket_critical_width, sear
 from sparse_token_estimators.model_selection import CriticalWidth, critical_width
 
 LRS = [0.001, 0.01, 0.1]
+FITS = []  # the widths FakeNet was fitted at (fits run in this process)
 
 
 class FakeNet(RegressorMixin, BaseEstimator):
@@ -29,6 +31,7 @@ class FakeNet(RegressorMixin, BaseEstimator):
         self.random_state, self.curve = random_state, curve
 
     def fit(self, X, y=None):
+        FITS.append(self.width)
         self.fitted_ = True
         return self
 
@@ -117,9 +120,12 @@ def test_a_failing_fit_scores_nan_and_is_recorded():
             raise FloatingPointError("diverged")
         return 0.9 if width >= 8 else 0.1
 
-    result = _run(curve)
+    with pytest.warns(FitFailedWarning, match=r"8 of 28 fits failed and scored error_score=nan"
+                      r" \(the first: lr=0.1, seed=0: FloatingPointError: diverged"):
+        result = _run(curve)
     assert result.width == 8 and result.chosen_lr[8] in (0.001, 0.01)
     assert any(r["error"] == "FloatingPointError: diverged" for r in result.table)
+    assert "8 of 28 fits failed" in result.reason
     with pytest.raises(FloatingPointError):
         _run(curve, error_score="raise")
 
@@ -273,7 +279,7 @@ def test_a_validation_set_must_be_a_pair():
     X, y = _data()
     with pytest.raises(ValueError, match=r"validation must be a pair \(X_val, y_val\)"):
         critical_width(FakeNet(curve=_monotone), "width", X, y, lr_grid=LRS, validation=X)
-    with pytest.raises(ValueError, match="target must be a number"):
+    with pytest.raises(ValueError, match="target must be a finite number"):
         critical_width(FakeNet(curve=_monotone), "width", X, y, lr_grid=LRS, target="0.8")
 
 
@@ -300,3 +306,166 @@ def test_widths_that_are_not_multiples_are_refused(kwargs, fragment):
     kwargs = {"multiple": 2, **kwargs}
     with pytest.raises(ValueError, match=re.escape(fragment)):
         bracket_critical_width(lambda w, m: 1.0, target=0.5, **kwargs)
+
+
+# -- refusals before any fit, failures, interrupts, progress ---------------------------
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({"param": "lr"}, "four different parameters (the width, the rate, the steps and the "
+                      "seed); param='lr' and lr_param='lr' name the same one"),
+    ({"param": "max_epochs"}, "param='max_epochs' and steps_param='max_epochs'"),
+    ({"seed_param": "width"}, "param='width' and seed_param='width' name the same one"),
+    ({"param": "curve"}, None),  # None is a width left to the estimator: accepted
+    ({"lr_grid": [0.001, 0.01, float("nan")]}, "finite positive learning rates"),
+    ({"lr_grid": [0.001, 0.01, float("inf")]}, "finite positive learning rates"),
+    ({"seeds": [0.7]}, "seeds must hold distinct ints, e.g. seeds=(0, 1, 2); got [0.7] "
+                       "(0.7 is not an int)"),
+    ({"seeds": 3}, "seeds must be a sequence of ints, e.g. seeds=(0, 1, 2)"),
+    ({"seeds": [0, 0]}, "(a seed repeats)"),
+    ({"seeds": []}, "(it is empty)"),
+    ({"error_score": None}, "error_score must be 'raise' or a number"),
+    ({"error_score": "bogus"}, "error_score must be 'raise' or a number"),
+    ({"factor": "2"}, "factor must be a finite number > 1 (e.g. factor=2.0); got '2'"),
+    ({"factor": float("inf")}, "factor must be a finite number > 1"),
+    ({"refine": 1}, "refine must be a finite number > 1"),
+    ({"fall_tol": -0.1}, "fall_tol must be None or a finite number >= 0"),
+    ({"target": float("inf")}, "target must be a finite number"),
+    ({"check_steps": "no"}, "check_steps must be True or False"),
+])
+def test_every_argument_is_checked_before_any_fit(kwargs, fragment):
+    FITS.clear()
+    net = FakeNet(curve=_monotone)
+    before = net.get_params()
+    if fragment is None:
+        _run(_monotone, stop=8, **{k: v for k, v in kwargs.items() if k != "param"})
+        return
+    args = {"lr_grid": LRS, **kwargs}
+    X, y = _data()
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        critical_width(net, args.pop("param", "width"), X, y, **args)
+    assert FITS == [] and net.get_params() == before and not hasattr(net, "fitted_")
+
+
+def test_a_width_that_is_not_an_int_and_an_object_that_is_no_estimator_are_refused():
+    X, y = _data()
+    with pytest.raises(ValueError, match=r"param='device' must be an int parameter of "
+                                         r"SparseTokenFCN \(a width\); it is 'cpu'"):
+        critical_width(SparseTokenFCN(device="cpu"), "device", X, y, lr_grid=LRS)
+    with pytest.raises(TypeError, match="estimator must be a scikit-learn estimator .* got "
+                                        "object"):
+        critical_width(object(), "width", X, y, lr_grid=LRS)
+
+
+def test_an_unreachable_target_ends_at_the_cap():
+    calls = []
+    found = bracket_critical_width(lambda w, m: calls.append(w) or 0.0, 4, target=0.5)
+    assert found["status"] == "> stop" and found["bracket"] == (2 ** 20, None)
+    assert len(calls) == 20  # 4, 8, ..., 2**20 and the steps check of the widest
+
+
+def test_every_fit_of_a_width_failing_raises_with_the_first_errors():
+    def broken(width, lr, epochs, seed):
+        raise ValueError("X has token_dim 3, the estimator was fitted with 2")
+
+    with pytest.raises(ValueError, match=re.escape(
+            "All 6 fits of width=4 failed (rates x seeds), so the search cannot score it; the "
+            "first: lr=0.001, seed=0: ValueError: X has token_dim 3, the estimator was fitted "
+            "with 2; lr=0.001, seed=1: ")):
+        _run(broken)
+
+
+def test_validation_data_of_another_token_dim_fails_loudly():
+    X, y = make_sparse_selection(64, 4, 2, 2, random_state=0)
+    X_val, y_val = make_sparse_selection(32, 4, 3, 2, random_state=1)
+    est = SparseTokenFCN(max_epochs=1, device="cpu")
+    with pytest.raises(ValueError, match=r"All 3 fits of hidden_width=4 failed .* the first: "
+                                         r"lr=0\.001, seed=0: ValueError: "):
+        critical_width(est, "hidden_width", X, y, lr_grid=LRS, seeds=(0,), stop=8,
+                       validation=(X_val, y_val))
+    assert not est.initialized_
+
+
+@pytest.mark.parametrize("n_heads, encoding, needed", [(2, "rope", 4), (1, "rope", 2),
+                                                       (2, "none", 2)])
+def test_an_encoders_width_must_fit_its_heads_before_any_fit(n_heads, encoding, needed):
+    from sparse_token_estimators import SparseTokenEncoder
+
+    X, y = _data()
+    est = SparseTokenEncoder(n_heads=n_heads, positional_encoding=encoding)
+    with pytest.raises(ValueError, match=re.escape(
+            f"SparseTokenEncoder's d_model must be a multiple of {needed} (")) as info:
+        critical_width(est, "d_model", X, y, lr_grid=LRS, start=4, stop=64)
+    assert f"Pass multiple={needed}, with start, stop and floor multiples" in str(info.value)
+    assert not est.initialized_
+
+
+def test_a_skorch_nets_width_must_be_set_in_its_constructor():
+    import torch
+    from skorch import NeuralNetRegressor
+
+    X, y = _data()
+    net = NeuralNetRegressor(torch.nn.Linear, lr=0.01, max_epochs=2)
+    with pytest.raises(ValueError, match=re.escape(
+            "NeuralNetRegressor has no parameter 'module__width': a skorch net lists a "
+            "module's argument only when it is set in its constructor. Set it there, e.g. "
+            "NeuralNetRegressor(..., module__width=4), then pass param='module__width'.")):
+        critical_width(net, "module__width", X, y, lr_grid=LRS)
+
+
+STARTED = []  # fits begun by the interrupting callbacks below
+
+
+def _interrupting_fcn(how):
+    from skorch.callbacks import Callback
+
+    class Interrupt(Callback):
+        def on_train_begin(self, net, **kwargs):
+            STARTED.append(net.lr)
+
+        def on_epoch_end(self, net, **kwargs):
+            if len(net.history) == 2:
+                if how == "signal":  # a real Ctrl-C, delivered in this (the main) thread
+                    import os
+                    import signal
+                    os.kill(os.getpid(), signal.SIGINT)
+                raise KeyboardInterrupt
+
+    return SparseTokenFCN(hidden_width=4, max_epochs=4, device="cpu", callbacks=[Interrupt()])
+
+
+@pytest.mark.parametrize("how", ["signal", "callback"])
+def test_an_interrupt_stops_the_whole_search_and_propagates(how):
+    X, y = make_sparse_selection(64, 4, 2, 2, random_state=0)
+    est = _interrupting_fcn(how)
+    STARTED.clear()
+    with pytest.raises(KeyboardInterrupt, match="critical_width was interrupted during a fit"):
+        critical_width(est, "hidden_width", X, y, lr_grid=LRS, seeds=(0, 1), stop=8)
+    assert STARTED == [0.001]  # the first fit only: none after it, none scored
+    assert not est.initialized_
+
+
+def test_a_planned_stop_ends_a_fit_as_usual():
+    from sparse_token_estimators.callbacks import StepBudget
+
+    X, y = make_sparse_selection(64, 4, 2, 2, random_state=0)
+    est = SparseTokenFCN(max_epochs=3, batch_size=32, device="cpu", callbacks=[StepBudget(2)])
+    result = critical_width(est, "hidden_width", X, y, lr_grid=LRS, seeds=(0,), start=4,
+                            stop=4, target=0.99, check_steps=False)
+    assert result.status == "> stop" and all(row["error"] is None for row in result.table)
+
+
+def test_verbose_reports_each_widths_score_as_it_is_found(capsys):
+    result = _run(_monotone, verbose=1)
+    lines = capsys.readouterr().out.splitlines()
+    once = [line for line in lines if "twice" not in line]
+    assert once == [f"critical_width: width={w}: {result.scores[w]:.4g} "
+                    f"(lr={result.chosen_lr[w]:g}), target 0.8" for w in (4, 8, 16, 32, 23, 19)]
+    assert len(lines) == len(once) + 2  # the steps check of both bracketing widths
+
+
+def test_critical_width_is_importable_from_the_top_level():
+    import sparse_token_estimators
+    from sparse_token_estimators import critical_width as top
+
+    assert top is critical_width and "critical_width" in sparse_token_estimators.__all__

@@ -29,7 +29,7 @@ sys.path.insert(0, str(DOCS))
 from api_reference import SECTIONS, data_doc, public_names  # noqa: E402
 from gallery_conf import EXAMPLE_ARGS  # noqa: E402
 
-PAGES_WITH_CODE = ["data_layout.rst", "user_guide.rst"]
+PAGES_WITH_CODE = ["data_layout.rst", "user_guide.rst", "critical_width.rst", "query_layout.rst"]
 
 
 @pytest.mark.parametrize("page", PAGES_WITH_CODE)
@@ -300,3 +300,65 @@ def test_the_first_run_figure_is_stacked_from_a_first_run(tmp_path):
     assert trimmed.shape == (14, 49, 3)
     both = first_run_figure.stacked([trimmed, trimmed[:, :30]])
     assert both.shape == (14 + first_run_figure.GAP + 14, 49, 3)
+
+
+# -- where users look ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("page", ["critical_width", "query_layout", "troubleshooting"])
+def test_the_guides_are_in_the_contents_and_the_readme(page):
+    index = (DOCS / "index.rst").read_text()
+    toctree = index.split(".. toctree::")[1].split("\n- ")[0]
+    assert re.search(rf"^   (.* <)?{page}>?$", toctree, re.M)
+    assert f":doc:`{page}`" in index
+    assert f"(docs/{page}.rst)" in (ROOT / "README.md").read_text()
+
+
+def test_the_critical_width_page_shows_code_a_pandas_table_and_a_plot():
+    page = (DOCS / "critical_width.rst").read_text()
+    assert ">>> result = critical_width(" in page and "pd.DataFrame(result.table)" in page
+    assert ".pivot_table(" in page and "ax.axhline(result.target" in page
+    assert ">>> from sparse_token_estimators import (SparseTokenFCN, critical_width," in page
+
+
+def test_no_page_or_docstring_points_outside_the_repository():
+    texts = {path: path.read_text() for path in [*PAGES, ROOT / "CHANGELOG.md",
+                                                 *(ROOT / "examples").glob("*.py"),
+                                                 *(ROOT / "sparse_token_estimators").rglob("*.py")]}
+    for path, text in texts.items():
+        for pattern in (r"TASK\.md", r"STYLE\.md", r"REFERENCES\.md", r"\bissue \d+",
+                        r"the issue's", r"/work/"):
+            assert not re.search(pattern, text), f"{path.name} has {pattern!r}"
+
+
+def test_help_and_getting_started_state_each_scales_time():
+    from sparse_token_estimators.__main__ import SCALE_TIMES, build_parser
+
+    help_text = " ".join(build_parser().format_help().split())
+    started = " ".join((DOCS / "getting_started.rst").read_text().split())
+    for scale, time in SCALE_TIMES.items():
+        assert f"'{scale}'" in help_text and f"({time})" in help_text
+        assert f"``--scale {scale}``" in started
+    assert "on 2 CPU cores" in help_text and "2 CPU cores" in started
+    assert set(SCALE_TIMES) == set(__import__("sparse_token_estimators.reproduce",
+                                              fromlist=["SCALES"]).SCALES)
+
+
+def test_the_critical_width_example_marks_the_target_and_integer_widths(monkeypatch):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import runpy
+
+    import matplotlib.pyplot as plt
+
+    torch.set_num_threads(1)
+    monkeypatch.setattr(sys, "argv", ["critical_width.py", "400"])
+    namespace = runpy.run_path(str(ROOT / "examples" / "critical_width.py"))
+    result, ax = namespace["result"], namespace["ax"]
+    labels = [tick.get_text() for tick in ax.get_xticklabels()]
+    assert labels == [str(w) for w in result.scores]  # integers, not 4x10^0
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert f"target R^2 {result.target}" in legend
+    if result.width is not None:
+        assert f"critical pe_dim {result.width} ({result.status})" in legend
+    plt.close("all")

@@ -175,6 +175,15 @@ def test_several_lengths_sentences_follow_the_numbers(several_lengths):
                     "T=4 (d = 2; below T d at each); not reached at T=6 up to width 12 (> stop).")
 
 
+def test_the_widths_figure_names_the_lengths_it_spans(several_lengths):
+    pytest.importorskip("matplotlib")
+    from sparse_token_estimators.reproduce._architectures import plot_architectures
+
+    _, results = several_lengths
+    title = plot_architectures(results)._suptitle.get_text()
+    assert "T=3..6, d=2, q=2" in title and "T=4," not in title
+
+
 # -- the third set: the rivals' stop, their fixed-width R^2, the recipe -------------------
 
 

@@ -147,6 +147,33 @@ def _edit_a_number(store):
     path.write_text(json.dumps(content))
 
 
+def _paste(store, source):
+    """Another record's numbers and their digest pasted into the seed-0 file of FIT."""
+    path = _record_file(store, 0)
+    content, other = json.loads(path.read_text()), json.loads(source.read_text())
+    content["record"], content["digest"] = other["record"], other["digest"]
+    path.write_text(json.dumps(content))
+
+
+def _paste_another_fits_numbers(store):
+    wider = Fit("fcn", 256, SMOKE.seq_len)
+    store.put(SMOKE, wider, 0, {**RECORD, "test_r2": 0.9})
+    _paste(store, store._file(SMOKE, wider, 0))
+
+
+def _paste_seed_1s_numbers(store):
+    _paste(store, _record_file(store, 1))
+
+
+def _format_2(store):
+    """The seed-0 record as the version before wrote it: a digest of the numbers alone."""
+    path = _record_file(store, 0)
+    content = json.loads(path.read_text())
+    content["format"] = 2
+    content["digest"] = _records._digest(content["record"])
+    path.write_text(json.dumps(content))
+
+
 def _truncate(store):
     path = _record_file(store, 0)
     path.write_bytes(path.read_bytes()[:40])
@@ -177,8 +204,21 @@ RECORD_CASES = {
         "name says (a record copied or renamed over another's?)"),
     "a number edited by hand": (
         _edit_a_number,
-        "cannot be trusted: its numbers are not those it was written with (their digest "
-        "differs: edited by hand, or damaged)"),
+        "cannot be trusted: its numbers are not those written for the fit and seed it names "
+        "(their digest differs: edited by hand, damaged, or another record's numbers pasted "
+        "in)"),
+    "another record's numbers and digest pasted in": (
+        _paste_another_fits_numbers,
+        "cannot be trusted: its numbers are not those written for the fit and seed it names "
+        "(their digest differs: edited by hand, damaged, or another record's numbers pasted "
+        "in)"),
+    "seed 1's numbers and digest pasted into seed 0's": (
+        _paste_seed_1s_numbers,
+        "cannot be trusted: its numbers are not those written for the fit and seed it names"),
+    "a record of format 2": (
+        _format_2,
+        "cannot be trusted: it is a record of format 2 (written by an earlier version, whose "
+        "digest did not say which fit the numbers are of), this version reads format 3"),
     "truncated": (_truncate, "(a record of a finished fit) is damaged: it is not JSON, or is "
                              "cut short (Unterminated string starting at byte "),
     "garbage": (_write(b"\x13\xff\xfe garbage"), "(a record of a finished fit) is damaged: it "

@@ -495,7 +495,8 @@ def plot_architectures(results):
         ax.set_title(f"{lay.capitalize()} layout: smallest width with validation R^2 >= "
                      f"{s['target_r2']}", fontsize=MIN_FONT + 1)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=MIN_FONT)
-    fig.suptitle(f"More architectures (beyond the paper; {task_title(config)})",
+    spanned = [r["seq_len"] for r in s["critical"]]
+    fig.suptitle(f"More architectures (beyond the paper; {task_title(config, spanned)})",
                  fontsize=MIN_FONT + 2)
     return fig
 

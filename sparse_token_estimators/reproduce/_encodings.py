@@ -28,7 +28,7 @@ from ._models import MODELS, Fit
 ENTRIES = (("stochastic", "paper"), ("stochastic", "ensemble"), ("fixed", "fixed"),
            ("sinusoidal", "sinusoidal"), ("learned", "learned"),
            ("randomized", "randomized"), ("randomized", "randomized_ensemble"))
-#: what "learns the task at T" means in the sentences (the issue's bar)
+#: what "learns the task at T" means in the sentences (R^2 at T, the bar it must clear)
 LEARNS_AT_T = 0.85
 #: R^2 at or below which a model does "no better than predicting 0"
 NOTHING = 0.05

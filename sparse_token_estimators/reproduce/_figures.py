@@ -37,9 +37,12 @@ def pyplot():
     return plt
 
 
-def task_title(config):
-    """``T=..., d=..., q=...; N seeds`` for a figure title."""
-    return (f"T={config.seq_len}, d={config.token_dim}, q={config.n_selected}; "
+def task_title(config, seq_lens=None):
+    """``T=..., d=..., q=...; N seeds`` for a figure title; with ``seq_lens``, the lengths
+    the figure spans (``T=8..64`` when several), not the configuration's one T."""
+    lens = sorted(set(seq_lens or ())) or [config.seq_len]
+    T = f"T={lens[0]}" if len(lens) == 1 else f"T={lens[0]}..{lens[-1]}"
+    return (f"{T}, d={config.token_dim}, q={config.n_selected}; "
             f"mean ± sd over {config.n_seeds} seeds")
 
 

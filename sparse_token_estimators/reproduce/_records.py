@@ -18,6 +18,7 @@ import math
 import os
 import re
 import shutil
+import stat
 from dataclasses import asdict
 from pathlib import Path
 
@@ -37,8 +38,9 @@ MISSING_REASONS = {
                  "fit_s is its wall time in the worker",
 }
 
-#: the version of a record file's layout (``RecordStore``)
-RECORD_FORMAT = 2
+#: the version of a record file's layout (``RecordStore``); 3: the digest covers the
+#: fit, the seed and the configuration with the numbers (2's covered the numbers alone)
+RECORD_FORMAT = 3
 
 
 class StoreError(ValueError):
@@ -107,13 +109,20 @@ class RunLock:
             return self
         # held open for reading only: a file open for writing would keep the file
         # system from being remounted read-only (a run's folder may be, part way)
-        flags = os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        # non-blocking: opening a FIFO put there would otherwise wait for a writer
+        flags = (os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+                 | getattr(os, "O_NONBLOCK", 0))
         try:
             fd = os.open(self.path, os.O_RDONLY | flags, 0o666)
         except OSError as exc:
             why = ("it is a symbolic link (nothing outside the folder is written); delete it"
                    if exc.errno == errno.ELOOP else f"{exc.strerror or exc}")
             raise StoreError(f"cannot open the lock file {self.path}: {why}") from None
+        kind = _not_regular(os.fstat(fd))
+        if kind:
+            os.close(fd)
+            raise StoreError(f"cannot use the lock file {self.path}: it is {kind}, not a "
+                             "regular file, which a run never makes; delete it") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -237,21 +246,54 @@ def _digest(value):
 _FIX = "delete that file (what it held is made again) or pass --fresh to start from zero"
 
 
+def _not_regular(status):
+    """What a file is when it is not a regular file (``os.stat_result``), else None."""
+    mode = status.st_mode
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+             (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"))
+    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
+
+
+def _read_regular(path):
+    """The bytes of ``path``, opened without blocking and read only if it is a regular
+    file; else ``(None, what it is)``. ``OSError`` as ``os.open`` raises it."""
+    flags = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(path, flags)
+    try:
+        kind = _not_regular(os.fstat(fd))
+        if kind:
+            return None, kind
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks), None
+    finally:
+        os.close(fd)
+
+
 def _read_json(path, what, fix=_FIX):
-    """The JSON value in ``path``; a ``StoreError`` naming it, what is wrong and ``fix``."""
+    """The JSON value in ``path``; a ``StoreError`` naming it, what is wrong and ``fix``.
+
+    Only a regular file is read (opened without blocking: a FIFO there never
+    holds the run up)."""
     path = Path(path)
     if path.is_symlink():
         raise StoreError(f"{path} ({what}) is a symbolic link, which a run never writes: it "
                          f"is not read. To go on, {fix}.")
     try:
-        data = path.read_bytes()
-    except IsADirectoryError:
-        raise StoreError(f"{path} ({what}) is a directory. To go on, {fix}.") from None
+        data, kind = _read_regular(path)
     except OSError as exc:
         if isinstance(exc, FileNotFoundError):
             raise
         raise StoreError(f"{path} ({what}) cannot be read: {exc.strerror or exc}. To go on, "
                          f"{fix}.") from None
+    if kind:
+        raise StoreError(f"{path} ({what}) is {kind}, not a regular file, which a run never "
+                         f"writes: it is not read. To go on, {fix}.")
     try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -268,12 +310,13 @@ class RecordStore:
     """The finished fits of the run in ``out_dir``, one JSON file each under ``records/``.
 
     A record file holds the fit, the seed, a digest of the configuration, the
-    record and a digest of the record; its name is a digest of the first
-    three. A file that is not what its name says (copied over another's),
-    edited, cut short or not a record is refused (``StoreError``), never
-    used; opening the store checks every file there, and refuses records made
-    with another ``config`` than this one (other than in ``EXECUTION_FIELDS``),
-    naming each field that differs.
+    record and a digest of all four; its name is a digest of the first
+    three. A file that is not what its name says (copied over another's, or
+    another record's numbers and digest pasted in), edited, cut short or not
+    a record is refused (``StoreError``), never used; opening the store checks
+    every file there, and refuses records made with another ``config`` than
+    this one (other than in ``EXECUTION_FIELDS``), naming each field that
+    differs.
     """
 
     def __init__(self, out_dir, config):
@@ -335,8 +378,10 @@ class RecordStore:
                              f"{_FIX}.")
 
         if content["format"] != RECORD_FORMAT:
-            refuse(f"it is a record of format {content['format']!r}, this version reads "
-                   f"format {RECORD_FORMAT}")
+            earlier = (" (written by an earlier version, whose digest did not say which fit "
+                       "the numbers are of)" if content["format"] in (1, 2) else "")
+            refuse(f"it is a record of format {content['format']!r}{earlier}, this version "
+                   f"reads format {RECORD_FORMAT}")
         asked = _digest(config_identity(config) if config is not None else self.identity)
         if content["config"] != asked:
             refuse("it was made with another configuration than this run's")
@@ -351,12 +396,13 @@ class RecordStore:
                    "not that of the fit and seed its name says (a record copied or renamed "
                    "over another's?)")
         try:
-            payload_digest = _digest(content["record"])
+            payload_digest = _record_digest(content)
         except ValueError:
             payload_digest = None
         if payload_digest != content["digest"]:
-            refuse("its numbers are not those it was written with (their digest differs: "
-                   "edited by hand, or damaged)")
+            refuse("its numbers are not those written for the fit and seed it names (their "
+                   "digest differs: edited by hand, damaged, or another record's numbers "
+                   "pasted in)")
         return _decode(content["record"])
 
     def get(self, config, fit, seed):
@@ -372,15 +418,20 @@ class RecordStore:
 
     def put(self, config, fit, seed, record):
         """Save the record of ``fit`` for ``seed`` (atomically; ``OutNotWritable`` if it fails)."""
-        encoded = _encode(record)
-        identity = _digest(config_identity(config))
-        write_atomic(self._file(config, fit, seed), json.dumps(
-            {"format": RECORD_FORMAT, "fit": asdict(fit), "seed": seed, "config": identity,
-             "record": encoded, "digest": _digest(encoded)}, allow_nan=False),
-            f"the record of {_about(asdict(fit), seed)}")
+        content = {"format": RECORD_FORMAT, "fit": asdict(fit), "seed": seed,
+                   "config": _digest(config_identity(config)), "record": _encode(record)}
+        content["digest"] = _record_digest(content)
+        write_atomic(self._file(config, fit, seed), json.dumps(content, allow_nan=False),
+                     f"the record of {_about(asdict(fit), seed)}")
 
     def __len__(self):
         return sum(1 for p in self.path.glob("*.json") if p.name != CONFIG_FILE)
+
+
+def _record_digest(content):
+    """The digest of a record file: its numbers with the fit, seed and configuration they
+    are of, so that numbers moved to another fit's file do not match."""
+    return _digest([content["fit"], content["seed"], content["config"], content["record"]])
 
 
 def _about(fields, seed):

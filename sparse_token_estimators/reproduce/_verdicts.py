@@ -14,7 +14,7 @@ width not bracketed or moved by the doubling check; a slope whose bootstrap
 interval over seeds holds its threshold.
 
 Three sets of verdicts were fixed, each before any run of its protocol
-(TASK.md). Verdicts 4, 5 and 7 of a run are judged by the set of its
+(docs/reproduction.rst). Verdicts 4, 5 and 7 of a run are judged by the set of its
 critical-width searches' recipe, which their section records
 (``protocol``): a constant rate, the second set; the rate decayed by a
 cosine over each fit's steps, the third. Verdicts 4 and 5 keep their rules
