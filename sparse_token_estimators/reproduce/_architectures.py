@@ -24,7 +24,7 @@ encoders, the paper's model and the FCN; then every recurrent or
 state-space rival of the catalogue (``_models.query_rivals``; they join the
 searched models whatever ``query_searched`` says), each up to at least
 ``RIVAL_STOP_FACTOR`` times the best positional encoder's width at that T
-(``query_width_stop`` at the least), starting there. Then each recurrent
+(at least min(``query_width_stop``, 4 T d)), starting there. Then each recurrent
 rival at one fixed width (its stop at the smallest T, the rate chosen there)
 at every T: its held-out R^2 against T, beside q/T (reported, not judged).
 """
