@@ -831,3 +831,15 @@ def test_third_set_tightness_keeps_its_rule(protocol):
     set_tightness(protocol, {3: 10, 4: 14, 6: 40}, {6: "unresolved"})
     protocol["fcn_tightness"].update(protocol="third set", lr_schedule="cosine")
     assert judge(protocol, "FCN tightness")["verdict"] == "inconclusive"
+
+
+@pytest.mark.parametrize("kwargs, expected", [
+    ({"stars": WITHIN}, "supported"),
+    ({"stars": BEYOND, "lowers": {128: 120}}, "not supported"),
+    ({"stars": WITHIN, "status": "unresolved"}, "inconclusive"),
+])
+def test_third_set_scaling_keeps_its_rule(protocol, kwargs, expected):
+    set_scaling(protocol, **kwargs)
+    protocol["width_scaling"].update(protocol="third set", lr_schedule="cosine")
+    c = judge(protocol, "transformer width scaling")
+    assert c["verdict"] == expected and c["set"] == "third"
