@@ -22,7 +22,8 @@ import re
 SECTIONS = [
     ("sparse_token_estimators", "Data, estimators and preprocessing",
      "The task's generator, the estimators (the paper's transformer and fully-connected "
-     "net; a transformer encoder and recurrent nets beyond it) and the transformer that "
+     "net; a transformer encoder, recurrent nets and a selective state-space model beyond "
+     "it) and the transformer that "
      "lets any "
      "scikit-learn regressor try the task; everything a user imports from the top "
      "level."),
@@ -56,6 +57,10 @@ SECTIONS = [
      ":class:`~sparse_token_estimators.SparseTokenEncoder` and "
      ":class:`~sparse_token_estimators.SparseTokenRNN`: beyond the paper's "
      "two models, for comparing architectures on the same task."),
+    ("sparse_token_estimators.ssm", "Selective state-space model (torch modules)",
+     "Mamba (a stack of ``mambapy`` blocks, the ``ssm`` extra), the module of "
+     ":class:`~sparse_token_estimators.SparseTokenSSM`, and the selective scan written "
+     "as its recurrence, which the tests check ``mambapy``'s parallel scan against."),
     ("sparse_token_estimators.positional", "Positional encodings",
      "Where the transformer's position vectors p_i come from."),
 ]

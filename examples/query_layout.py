@@ -1,5 +1,5 @@
 """
-Selection by position: the four estimators in the query layout
+Selection by position: the five estimators in the query layout
 ==============================================================
 
 In the default layout the selection indicator sits on the token rows, so a
@@ -13,14 +13,15 @@ symmetric in the token rows (the encoder without positional encoding)
 cannot do better.
 
 One ``GridSearchCV`` swaps the model step of one ``Pipeline`` between the
-four estimators (the paper's transformer, the FCN, the encoder with and
-without a positional encoding, a GRU), each in the query layout, scores them
+five estimators (the paper's transformer, the FCN, the encoder with and
+without a positional encoding, a GRU, and Mamba, a selective state-space
+model: ``SparseTokenSSM``, the ``[ssm]`` extra), each in the query layout, scores them
 on one data set, then the fitted models that take other lengths are scored
 at 2T and 4T.
 
 Run it as a script, with the number of training sequences as its argument::
 
-    python examples/query_layout.py        # 3000 sequences: about a minute on 2 CPU cores
+    python examples/query_layout.py        # 3000 sequences: about 2 minutes of CPU time
 """
 
 # %%
@@ -37,6 +38,7 @@ from sparse_token_estimators import (
     SparseTokenEncoder,
     SparseTokenFCN,
     SparseTokenRNN,
+    SparseTokenSSM,
     SparseTokenTransformer,
     make_sparse_selection,
 )
@@ -61,6 +63,7 @@ MODELS = {
     "encoder, no PE": SparseTokenEncoder(d_model=16, positional_encoding="none", **query),
     "encoder, RoPE": SparseTokenEncoder(d_model=16, positional_encoding="rope", **query),
     "GRU": SparseTokenRNN(hidden_size=32, **query),
+    "Mamba (selective SSM)": SparseTokenSSM(d_model=16, **query),
 }
 search = GridSearchCV(Pipeline([("model", MODELS["FCN"])]),
                       {"model": list(MODELS.values())}, cv=3, n_jobs=-1, refit=False)
@@ -81,7 +84,7 @@ for i, name in enumerate(names):
 # %%
 # Longer sequences
 # ----------------
-# The paper's transformer, the encoder and the GRU take any length: fitted
+# The paper's transformer, the encoder, the GRU and Mamba take any length: fitted
 # at T, scored on fresh data at 2T and 4T, whose query rows name positions
 # up to the longer T. The FCN accepts only the T it was fitted on.
 print("\nHeld-out R^2 per length (fitted once on all the data at T, one seed)")

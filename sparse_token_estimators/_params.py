@@ -178,6 +178,14 @@ RNN = {
     "n_layers": POSITIVE,
 }
 
+# the selective state-space model (``_ssm_estimator``)
+SSM = {
+    **SKORCH, **COMMON,
+    "d_model": POSITIVE,
+    "d_state": POSITIVE,
+    "n_layers": POSITIVE,
+}
+
 #: what prediction reads: checked by predict, score and predict_attention too
 PREDICTION = ("batch_size", "iterator_valid", "dataset", "predict_nonlinearity",
               "device", "compile", "n_pe_draws")
@@ -253,12 +261,14 @@ HINTS = {
     "hidden_width": "It is the width m of every hidden layer, e.g. hidden_width=256.",
     "n_hidden_layers": "It is the number of hidden layers, e.g. n_hidden_layers=1.",
     # the architectures beyond the paper's two
-    "d_model": "It is the encoder's width, the size of every position's vector, e.g. d_model=32.",
+    "d_model": ("It is the width of the encoder or the state-space model, the size of every "
+                "position's vector, e.g. d_model=32."),
     "n_heads": "It is the number of attention heads; it must divide d_model, e.g. n_heads=2.",
     "n_layers": ("It is the number of layers (transformer blocks, recurrent layers), "
                  "e.g. n_layers=1."),
     "cell": "Pass 'gru', 'lstm' or 'rnn' (a tanh RNN).",
     "hidden_size": "It is the width of the recurrent state, e.g. hidden_size=32.",
+    "d_state": "It is the state size N of every channel's selective scan, e.g. d_state=16.",
 }
 
 
@@ -297,7 +307,7 @@ GROUPS = {
                      "positional_encoding",
                      "max_seq_len", "output_map", "hidden_width", "n_hidden_layers",
                      # the architectures beyond the paper's two
-                     "d_model", "n_heads", "n_layers", "cell", "hidden_size"],
+                     "d_model", "n_heads", "n_layers", "cell", "hidden_size", "d_state"],
                     "structural"),
     **dict.fromkeys(["n_pe_draws", "device", "compile"], "applied"),
     **dict.fromkeys(["criterion", "optimizer", "lr", "max_epochs", "batch_size",

@@ -15,6 +15,7 @@ from sparse_token_estimators import (
     SparseTokenEncoder,
     SparseTokenFCN,
     SparseTokenRNN,
+    SparseTokenSSM,
     SparseTokenTransformer,
     make_sparse_selection,
 )
@@ -121,13 +122,14 @@ ESTIMATORS = {
                            dict(d_model=8, positional_encoding="stochastic")),
     "rnn": (SparseTokenRNN, dict(hidden_size=8)),  # a GRU
     "rnn-lstm": (SparseTokenRNN, dict(cell="lstm", hidden_size=8)),
+    "ssm": (SparseTokenSSM, dict(d_model=8, d_state=4)),  # Mamba
 }
 #: what every catalogue instance shares unless told otherwise: seeded, one short epoch
 TRAINING = dict(max_epochs=1, batch_size=8, random_state=0)
 #: the paper's estimators, and those beyond them: one per class and per length rule
 #: (the fixed tables refuse X longer than max_seq_len, the FCN any other length)
 PAPER = ("transformer", "transformer-fixed", "fcn")
-MORE = ("encoder", "encoder-fixed", "rnn")
+MORE = ("encoder", "encoder-fixed", "rnn", "ssm")
 EACH_KIND = PAPER + MORE
 #: the sizes of the catalogue's task (T within every table's max_seq_len)
 CATALOGUE_TASK = dict(seq_len=6, token_dim=3, n_selected=2)

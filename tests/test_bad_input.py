@@ -43,6 +43,7 @@ from sparse_token_estimators import (
     SparseTokenEncoder,
     SparseTokenFCN,
     SparseTokenRNN,
+    SparseTokenSSM,
     SparseTokenTransformer,
     _params,
     make_sparse_selection,
@@ -200,7 +201,8 @@ BAD_PARAMS = {
     "module": ["SparseTokenAttention", None],
 }
 CLASSES = {cls.__name__: cls for cls in (SparseTokenTransformer, SparseTokenFCN,
-                                         SparseTokenEncoder, SparseTokenRNN)}
+                                         SparseTokenEncoder, SparseTokenRNN,
+                                         SparseTokenSSM)}
 OWN_BAD_PARAMS = {
     "SparseTokenTransformer": {"pe_dim": [0, -1, 2.5, "64", None, True],
                                "n_pe_draws": [0, -1, 1.5, None],
@@ -217,6 +219,9 @@ OWN_BAD_PARAMS = {
                            "max_seq_len": [0, 2.5, None]},
     "SparseTokenRNN": {"cell": ["tcn", None, 1], "hidden_size": [0, -1, 2.5, "8", None],
                        "n_layers": [0, -1, 1.5, None]},
+    "SparseTokenSSM": {"d_model": [0, -1, 2.5, "32", None, True],
+                       "d_state": [0, -1, 2.5, "16", None, True],
+                       "n_layers": [0, -1, 1.5, None, True]},
 }
 # The fix some messages must carry, written out here (beyond the hint's own text).
 FIXES = {
@@ -331,7 +336,7 @@ SEQ_LEN = [("fcn", 7, False, FCN_LEN), ("fcn", 7, True, None),
            ("transformer-fixed", 20, True, TABLE_LEN), ("transformer-fixed", 16, False, None),
            ("encoder-fixed", 20, True, TABLE_LEN + r"'none' or 'rope'"),
            ("transformer", 40, False, None), ("encoder", 40, False, None),
-           ("rnn", 40, False, None)]
+           ("rnn", 40, False, None), ("ssm", 40, False, None)]
 
 
 @pytest.mark.parametrize("name, seq_len, fitting, pattern", SEQ_LEN)
@@ -642,6 +647,7 @@ def test_parameter_validation_is_scikit_learns():
     assert SparseTokenFCN._parameter_constraints is _params.FCN
     assert SparseTokenEncoder._parameter_constraints is _params.ENCODER
     assert SparseTokenRNN._parameter_constraints is _params.RNN
+    assert SparseTokenSSM._parameter_constraints is _params.SSM
     with pytest.raises(InvalidParameterError, match="The 'x' parameter of f must be"):
         validate_parameter_constraints({"x": [StrOptions({"a"})]}, {"x": "b"}, "f")
     # bools are ints to Python, never sizes or rates here

@@ -67,6 +67,7 @@ MORE_ARCHITECTURES = {
     "encoder-randomized": from_catalogue("encoder-randomized", **MORE_SETTINGS),
     "rnn-gru": from_catalogue("rnn", **MORE_SETTINGS),
     "rnn-lstm": from_catalogue("rnn-lstm", **MORE_SETTINGS),
+    "ssm": from_catalogue("ssm", d_model=16, **MORE_SETTINGS),
 }
 ESTIMATORS.update(MORE_ARCHITECTURES)
 SKORCH = (*SKORCH, *MORE_ARCHITECTURES)

@@ -221,7 +221,8 @@ def test_a_stream_trains_and_a_validation_set_scores():
 @pytest.mark.parametrize("name, param", [("SparseTokenTransformer", "pe_dim"),
                                          ("SparseTokenFCN", "hidden_width"),
                                          ("SparseTokenEncoder", "d_model"),
-                                         ("SparseTokenRNN", "hidden_size")])
+                                         ("SparseTokenRNN", "hidden_size"),
+                                         ("SparseTokenSSM", "d_model")])
 def test_every_estimator_is_searched_by_its_width(name, param):
     import sparse_token_estimators
 

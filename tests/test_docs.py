@@ -239,7 +239,7 @@ def test_the_changing_parameters_table_names_every_structural_parameter():
     table = guide.split(".. _changing-a-fitted-estimator:")[1].split("Every value set")[0]
     rows = table.split("   * - ")
     for name in ("SparseTokenTransformer", "SparseTokenFCN", "SparseTokenEncoder",
-                 "SparseTokenRNN"):
+                 "SparseTokenRNN", "SparseTokenSSM"):
         own = next(row for row in rows if f":class:`{name}`:" in row)
         own = own.split(f":class:`{name}`:", 1)[1].split(";")[0]
         params = getattr(sparse_token_estimators, name)().get_params(deep=False)

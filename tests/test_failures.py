@@ -26,6 +26,7 @@ from sparse_token_estimators import (
     SparseTokenEncoder,
     SparseTokenFCN,
     SparseTokenRNN,
+    SparseTokenSSM,
     SparseTokenTransformer,
     TrainingDivergedError,
     make_sparse_selection,
@@ -405,9 +406,10 @@ def test_the_encoders_attention_is_its_pooling_querys_weights_over_the_positions
 
 @pytest.mark.parametrize("make, why", [
     (SparseTokenRNN, "a recurrent net has no attention weights"),
+    (SparseTokenSSM, "a state-space model has no attention weights"),
     (SparseTokenFCN, "a fully-connected net has no attention weights"),
 ])
-def test_the_rnn_and_the_fcn_have_no_predict_attention_and_say_why(make, why):
+def test_the_rnn_the_ssm_and_the_fcn_have_no_predict_attention_and_say_why(make, why):
     assert not hasattr(make(), "predict_attention")
     with pytest.raises(AttributeError, match=why):
         make().predict_attention  # noqa: B018
@@ -419,6 +421,7 @@ def test_the_rnn_and_the_fcn_have_no_predict_attention_and_say_why(make, why):
 @pytest.mark.parametrize("make", [
     lambda: SparseTokenEncoder(d_model=16, positional_encoding="stochastic"),
     lambda: SparseTokenRNN(cell="lstm", hidden_size=16, n_layers=2),
+    lambda: SparseTokenSSM(d_model=16, d_state=4, n_layers=2),
     lambda: SparseTokenFCN(hidden_width=32),
     lambda: SparseTokenTransformer(pe_dim=16),
 ])

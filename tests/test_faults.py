@@ -19,6 +19,7 @@ from sparse_token_estimators import (
     SparseTokenEncoder,
     SparseTokenFCN,
     SparseTokenRNN,
+    SparseTokenSSM,
     SparseTokenTransformer,
     TrainingDivergedError,
     make_sparse_selection,
@@ -38,6 +39,9 @@ MAKERS = {
            "batch_size": 16, "random_state": 0, **kw}),
     "rnn": lambda **kw: SparseTokenRNN(
         **{"cell": "lstm", "hidden_size": 8, "max_epochs": 2, "batch_size": 16,
+           "random_state": 0, **kw}),
+    "ssm": lambda **kw: SparseTokenSSM(
+        **{"d_model": 8, "d_state": 4, "max_epochs": 2, "batch_size": 16,
            "random_state": 0, **kw}),
 }
 

@@ -1,4 +1,4 @@
-"""SparseTokenEncoder and SparseTokenRNN as estimators: parameters, saving, searches.
+"""SparseTokenEncoder, SparseTokenRNN and SparseTokenSSM: parameters, saving, searches.
 
 scikit-learn's checks run on them in ``tests/test_common.py``; bad input and
 bad parameters in ``tests/test_bad_input.py``, with the paper's two.
@@ -25,10 +25,12 @@ import sparse_token_estimators
 from sparse_token_estimators import (
     SparseTokenEncoder,
     SparseTokenRNN,
+    SparseTokenSSM,
     _params,
     make_sparse_selection,
 )
 from sparse_token_estimators.architectures import RecurrentNet, TransformerEncoder
+from sparse_token_estimators.ssm import SelectiveSSM
 
 N, D = 12, 2
 TASK = make_task(N, seq_len=5, token_dim=D)
@@ -44,19 +46,20 @@ def one_thread():
 
 def test_any_length_where_the_encoding_allows():
     X_long, _ = make_task(N, seq_len=20, token_dim=D, random_state=1)
-    for name in ("encoder", "rnn"):
+    for name in ("encoder", "rnn", "ssm"):
         assert make_estimator(name).fit(*TASK).predict(X_long).shape == (N, D)
 
 
 GROUPS = {"d_model": "structural", "n_heads": "structural", "n_layers": "structural",
           "positional_encoding": "structural", "max_seq_len": "structural",
-          "cell": "structural", "hidden_size": "structural"}
+          "cell": "structural", "hidden_size": "structural", "d_state": "structural"}
 
 
 @pytest.mark.parametrize("est_name, param, value", [
     ("encoder", "d_model", 16), ("encoder", "n_heads", 4), ("encoder", "n_layers", 2),
     ("encoder", "positional_encoding", "rope"), ("rnn", "cell", "lstm"),
-    ("rnn", "hidden_size", 4), ("rnn", "n_layers", 2)])
+    ("rnn", "hidden_size", 4), ("rnn", "n_layers", 2), ("ssm", "d_model", 4),
+    ("ssm", "d_state", 8), ("ssm", "n_layers", 2)])
 def test_a_structural_change_unfits_until_set_back(est_name, param, value):
     assert _params.group_of(param) == GROUPS[param]
     X_OK, Y_OK = TASK
@@ -80,7 +83,7 @@ X_LONG, _ = make_sparse_selection(50, 24, 3, n_selected=2, random_state=2)
 #: when fitting; random_state at each use)
 SAVED = {name: {**ESTIMATORS[name][1], **params, "max_epochs": 2, "batch_size": 64}
          for name, params in {"encoder-stochastic": {}, "encoder-rope": dict(n_layers=2),
-                              "rnn-lstm": {}}.items()}
+                              "rnn-lstm": {}, "ssm": dict(n_layers=2)}.items()}
 
 
 def saved_model(name):
@@ -147,6 +150,8 @@ MISMATCHES = {
                  ["cell: saved 'gru', this estimator 'lstm'"]),
     "rnn-hidden_size": (SparseTokenRNN, dict(hidden_size=8), dict(hidden_size=16),
                         ["hidden_size: saved 8, this estimator 16"]),
+    "ssm-d_state": (SparseTokenSSM, dict(d_state=4), dict(d_state=8),
+                    ["d_state: saved 4, this estimator 8"]),
 }
 
 
@@ -155,7 +160,7 @@ MISMATCHES = {
 def test_weights_of_another_model_are_refused_naming_each_difference(case, safetensors,
                                                                      tmp_path):
     Estimator, saved_with, loaded_into, differences = MISMATCHES[case]
-    defaults = (dict(d_model=8, max_epochs=1) if Estimator is SparseTokenEncoder
+    defaults = (dict(d_model=8, max_epochs=1) if Estimator is not SparseTokenRNN
                 else dict(hidden_size=8, max_epochs=1))
     source = Estimator(**{**defaults, **saved_with}, random_state=0).fit(X, Y)
     source.save_params(f_params=tmp_path / "w", use_safetensors=safetensors)
@@ -179,7 +184,7 @@ def test_weights_of_another_model_are_refused_naming_each_difference(case, safet
     assert_array_equal(target.predict(X_TEST), source.predict(X_TEST))
 
 
-@pytest.mark.parametrize("name", ["encoder-stochastic", "rnn-lstm"])
+@pytest.mark.parametrize("name", ["encoder-stochastic", "rnn-lstm", "ssm"])
 def test_a_save_that_fails_midway_changes_no_file(name, tmp_path, monkeypatch):
     # the second file (the history) fails after the weights were staged: no
     # file changes, no temporary file is left (``_files.write_files``)
@@ -214,7 +219,7 @@ def test_a_save_that_fails_midway_changes_no_file(name, tmp_path, monkeypatch):
     assert_array_equal(loaded.predict(X_TEST), old.predict(X_TEST))
 
 
-@pytest.mark.parametrize("name", ["encoder-stochastic", "rnn-lstm"])
+@pytest.mark.parametrize("name", ["encoder-stochastic", "rnn-lstm", "ssm"])
 def test_predict_from_four_threads_is_the_sequential_prediction(name):
     # device "auto", two lengths interleaved: each thread gets exactly the
     # sequential prediction, and predict writes nothing to the estimator
@@ -234,7 +239,7 @@ def test_predict_from_four_threads_is_the_sequential_prediction(name):
     assert all(vars(est)[key] is value for key, value in attributes.items())
 
 
-@pytest.mark.parametrize("name", ["fcn", "encoder", "rnn"])
+@pytest.mark.parametrize("name", ["fcn", "encoder", "rnn", "ssm"])
 def test_initializing_from_eight_threads_gives_each_seed_its_own_weights(name):
     # the sizes initialize needs (the FCN's input also fixes T)
     SIZES = dict(token_dim=3, **({"seq_len": 6} if name == "fcn" else {}))  # noqa: N806
@@ -264,6 +269,7 @@ def test_initializing_from_eight_threads_gives_each_seed_its_own_weights(name):
 @pytest.mark.parametrize("Estimator, param, module_attr", [
     (SparseTokenEncoder, "d_model", lambda m: m.embed.out_features),
     (SparseTokenRNN, "hidden_size", lambda m: m.rnn.hidden_size),
+    (SparseTokenSSM, "d_model", lambda m: m.embed.out_features),
 ])
 def test_grid_search_over_widths_by_top_level_name(Estimator, param, module_attr):
     search = GridSearchCV(Estimator(max_epochs=2, batch_size=32, random_state=0),
@@ -272,7 +278,7 @@ def test_grid_search_over_widths_by_top_level_name(Estimator, param, module_attr
     assert np.isfinite(search.cv_results_["mean_test_score"]).all()
     best = search.best_estimator_
     assert module_attr(best.module_) == best.get_params()[param]
-    assert isinstance(best.module_, (TransformerEncoder, RecurrentNet))
+    assert isinstance(best.module_, (TransformerEncoder, RecurrentNet, SelectiveSSM))
 
 
 # -- the encoder's prediction-time positions: every sequence its own -----------------------

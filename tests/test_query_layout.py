@@ -30,6 +30,7 @@ from sparse_token_estimators import (
     SparseTokenEncoder,
     SparseTokenFCN,
     SparseTokenRNN,
+    SparseTokenSSM,
     SparseTokenTransformer,
     make_sparse_selection,
     split_query,
@@ -210,6 +211,7 @@ ESTIMATORS = {
                   "randomized")},
     **{f"rnn-{cell}": (lambda cell=cell: SparseTokenRNN(cell=cell, hidden_size=8, **SMALL))
        for cell in ("gru", "lstm", "rnn")},
+    "ssm": lambda: SparseTokenSSM(d_model=8, d_state=4, **SMALL),
 }
 
 
@@ -369,6 +371,7 @@ def test_save_and_load_across_processes_keep_the_layout(tmp_path):
         "fcn": ESTIMATORS["fcn"](),
         "encoder": ESTIMATORS["encoder-rope"](),
         "rnn": ESTIMATORS["rnn-lstm"](),
+        "ssm": ESTIMATORS["ssm"](),
     }
     job = {"models": {}, "weights": {}, "X": str(tmp_path / "X.npy")}
     np.save(tmp_path / "X.npy", X[:20])
@@ -378,7 +381,7 @@ def test_save_and_load_across_processes_keep_the_layout(tmp_path):
         est.save_params(f_params=path)
         params = {k: v for k, v in est.get_params(deep=False).items()
                   if k in ("pe_dim", "positional_encoding", "max_seq_len", "n_pe_draws",
-                           "hidden_width", "d_model", "cell", "hidden_size")}
+                           "hidden_width", "d_model", "cell", "hidden_size", "d_state")}
         params.update(estimator=type(est).__name__, layout="query", n_selected=Q,
                       token_dim=D, **({"seq_len": T} if name == "fcn" else {}))
         job["models"][name], job["weights"][name] = params, path
@@ -452,6 +455,8 @@ COMMON = {
         random_state=0, layout="query"),
     "rnn-gru": lambda: SparseTokenRNN(hidden_size=8, lr=0.01, max_epochs=3, batch_size=16,
                                       random_state=0, layout="query"),
+    "ssm": lambda: SparseTokenSSM(d_model=8, d_state=4, lr=0.01, max_epochs=3, batch_size=16,
+                                  random_state=0, layout="query"),
     "flatten": lambda: FlattenTokens(layout="query"),
 }
 #: carried checks whose data says nothing of the layout's rules, or breaks them
@@ -525,7 +530,8 @@ def test_a_positional_code_selects(selection_task):
 # -- threads and transactions, in this layout too ------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["transformer-randomized", "encoder-stochastic", "rnn-lstm"])
+@pytest.mark.parametrize("name", ["transformer-randomized", "encoder-stochastic", "rnn-lstm",
+                                  "ssm"])
 def test_predict_from_four_threads_is_the_sequential_prediction(name):
     from concurrent.futures import ThreadPoolExecutor
 
@@ -543,7 +549,7 @@ def test_predict_from_four_threads_is_the_sequential_prediction(name):
     assert all(vars(est)[key] is value for key, value in attributes.items())
 
 
-@pytest.mark.parametrize("name", ["transformer-stochastic", "fcn", "encoder-rope"])
+@pytest.mark.parametrize("name", ["transformer-stochastic", "fcn", "encoder-rope", "ssm"])
 def test_a_failing_call_leaves_the_fitted_estimator_as_it_was(name):
     from skorch.callbacks import Callback
 

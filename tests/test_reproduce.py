@@ -338,6 +338,19 @@ def test_config_refuses_a_query_search_it_cannot_make(searched, fragment):
         replace(SMOKE, query_searched=searched)
 
 
+def test_mamba_is_the_catalogues_state_space_model_searched_by_d_model():
+    from sparse_token_estimators import SparseTokenSSM
+    from sparse_token_estimators.reproduce._models import MODELS, width_parameter
+
+    est = Fit("query_mamba", 6, 4, "population").estimator(SMOKE, 0)
+    assert isinstance(est, SparseTokenSSM) and est.d_model == 6
+    assert (MODELS["mamba"].family, width_parameter("query_mamba")) == ("ssm", "d_model")
+    # its rates: the recurrent nets' unless lr_grids gives the "ssm" family its own
+    assert SMOKE.lr_grid("ssm") == SMOKE.lr_grid("rnn")
+    own = replace(SMOKE, lr_grids=(*SMOKE.lr_grids, ("ssm", (0.001, 0.01))))
+    assert own.lr_grid("ssm") == (0.001, 0.01) and own.lr_grid("rnn") == SMOKE.lr_grid("rnn")
+
+
 def test_the_configuration_knows_the_catalogues_query_models():
     # the configuration checks query_searched without importing torch: its list of
     # names is the catalogue's
@@ -349,7 +362,7 @@ def test_the_configuration_knows_the_catalogues_query_models():
 def test_a_query_layout_fit_builds_its_estimator_and_data_in_that_layout():
     from sparse_token_estimators.reproduce._data import task
 
-    for model in ("query_paper", "query_encoder_rope", "query_gru", "query_fcn"):
+    for model in ("query_paper", "query_encoder_rope", "query_gru", "query_mamba", "query_fcn"):
         est = Fit(model, 4, 4, "population").estimator(SMOKE, 0)
         assert (est.layout, est.n_selected) == ("query", SMOKE.n_selected)
     assert Fit("gru", 4, 4).estimator(SMOKE, 0).layout == "indicator"

@@ -725,8 +725,9 @@ def test_first_runs_the_paper_claims_alone():
 THIRD = {"query_encoder_rope": {8: 12, 16: 12, 32: 16, 64: 16},
          "query_encoder_sinusoidal": {8: 16, 16: 16, 32: 23, 64: 23},
          "query_gru": dict.fromkeys(QUERY_LENS), "query_lstm": dict.fromkeys(QUERY_LENS),
-         "query_rnn": dict.fromkeys(QUERY_LENS), "query_fcn": dict.fromkeys(QUERY_LENS)}
-STOPS = dict.fromkeys(("query_gru", "query_lstm", "query_rnn"), 64)
+         "query_rnn": dict.fromkeys(QUERY_LENS), "query_mamba": dict.fromkeys(QUERY_LENS),
+         "query_fcn": dict.fromkeys(QUERY_LENS)}
+STOPS = dict.fromkeys(("query_gru", "query_lstm", "query_rnn", "query_mamba"), 64)
 
 
 def set_third(results, widths=THIRD, stops=STOPS, **kwargs):
@@ -742,7 +743,8 @@ def test_third_set_rivals_come_from_the_catalogue():
     from sparse_token_estimators.reproduce._models import MODELS, query_rivals
 
     rivals = query_rivals()
-    assert rivals[-1] == "query_fcn" and {"query_gru", "query_lstm", "query_rnn"} <= set(rivals)
+    assert rivals[-1] == "query_fcn"
+    assert {"query_gru", "query_lstm", "query_rnn", "query_mamba"} <= set(rivals)
     assert all(MODELS[m].family not in ("encoder", "transformer") for m in rivals)
     assert THRESHOLDS["query_rival_stop_factor"] == RIVAL_STOP_FACTOR == 4
 

@@ -2,14 +2,15 @@
 
 The package's transformer encoder (:class:`~sparse_token_estimators.
 SparseTokenEncoder`, one block, one head, attention pooling), recurrent nets
-(:class:`~sparse_token_estimators.SparseTokenRNN`), and in the query layout
+(:class:`~sparse_token_estimators.SparseTokenRNN`), a selective state-space model
+(:class:`~sparse_token_estimators.SparseTokenSSM`, Mamba), and in the query layout
 (the subset given as q rows of positions after the tokens, where content
 alone cannot select) the paper's model and the FCN too: the smallest width
 (``d_model``, ``hidden_size``, d + pe_dim, m) whose score reaches 0.8, by the
 protocol of :mod:`._bracket` (the best mean validation R^2 over the family's
 learning-rate grid, confirmed at the next width, the steps checked by
 doubling them), at each T of ``architecture_seq_lens()`` (indicator layout:
-the encoder without positional encoding, the GRU and the LSTM) and of
+the encoder without positional encoding, the GRU, the LSTM and Mamba) and of
 ``query_seq_lens()`` (query layout: ``query_searched``); the encoder without
 positional encoding in the query layout at ``architecture_width`` at each T
 (by symmetry it cannot beat R^2 q/T: a sanity check); and held-out R^2 at
@@ -58,13 +59,13 @@ from ._experiment import (
     select,
     summarise,
 )
-from ._figures import MIN_FONT, length_axes, not_reached, pyplot, task_title
-from ._models import MODELS, QUERY_MODELS, Fit, model_name, query_rivals
+from ._figures import MIN_FONT, R2_FLOOR, length_axes, not_reached, pyplot, task_title
+from ._models import MODELS, QUERY_MODELS, SSM_STATE, Fit, model_name, query_rivals
 
 #: the models whose smallest width is searched in the indicator layout
-SEARCHED = ("encoder_none", "gru", "lstm")
+SEARCHED = ("encoder_none", "gru", "lstm", "mamba")
 #: the models scored per length, in the order of the table (indicator layout)
-LENGTH_MODELS = (*(f"encoder_{e}" for e in ENCODER_ENCODINGS), *CELLS)
+LENGTH_MODELS = (*(f"encoder_{e}" for e in ENCODER_ENCODINGS), *CELLS, "mamba")
 #: the models of the query layout scored per length (all but the FCN, fixed at T + q)
 QUERY_LENGTH_MODELS = tuple(f"query_{m}" for m in QUERY_MODELS if m != "fcn")
 #: fitted at ``architecture_width`` at every T of the query layout: it cannot select
@@ -161,13 +162,13 @@ def _stop(config, model, T):
 
 def _start(config, model, T, previous):
     """The width found at the T before; at the first T (or after "> stop") the stop for
-    the recurrent nets and the FCN of the query layout (expected not to reach the
+    the recurrent nets, the SSM and the FCN of the query layout (expected not to reach the
     target: a search from the top costs one width when it fails), else ``START``
     (``scaling_pe_start`` for the paper's model)."""
     if previous and previous["width"]:
         return previous["width"]
     family = MODELS[model].family
-    if layout(model) == "query" and family in ("rnn", "fcn"):
+    if layout(model) == "query" and family in ("rnn", "ssm", "fcn"):
         return _stop(config, model, T)
     return config.scaling_pe_start if family == "transformer" else START
 
@@ -276,9 +277,10 @@ class Architectures(Experiment):
         lines = [f"Beyond the paper, measured; verdict 7 judges the query layout. Trained on "
                  f"the population ({s['n_train']} fresh sequences every epoch, batch "
                  f"{training.batch_size}, {training.max_epochs} epochs, {steps}); the encoder "
-                 f"has one block and one head. Smallest width (d_model, hidden_size, d + "
-                 f"pe_dim, m) whose validation R^2 (mean over {n} seeds, at the best of the "
-                 f"learning rates: {grids}; {schedule_text(s)}) reaches {s['target_r2']}, by the "
+                 f"has one block and one head, Mamba one block of state size {SSM_STATE} per "
+                 f"channel. Smallest width (d_model, hidden_size, d + pe_dim, m) whose "
+                 f"validation R^2 (mean over {n} seeds, at the best of the learning rates: "
+                 f"{grids}; {schedule_text(s)}) reaches {s['target_r2']}, by the "
                  f"protocol of the scaling law (bracketed to a factor {s['refine']:.3f}, "
                  "confirmed at the next width, both bracketing widths refitted with twice "
                  f"the steps; widths up to min({s['width_stop']}, 4 T d), "
@@ -463,14 +465,15 @@ def _base(model):
 
 
 #: one marker per architecture (the same in both layouts): curves that coincide stay told apart
-MARKERS = dict(zip((*LENGTH_MODELS, "paper", "fcn"), "osv^D<>phX*Pd"))
+MARKERS = dict(zip((*(f"encoder_{e}" for e in ENCODER_ENCODINGS), *CELLS, "paper", "fcn",
+                    "mamba"), "osv^D<>phX*Pd"))
 #: one colour per architecture, the same in every panel, none of a reference line's (black:
 #: T d and R^2 = 0; red: the FCN bound's width; gray: the best case, the training length)
 COLORS = {"encoder_none": "tab:blue", "gru": "tab:green", "lstm": "tab:orange",
           "rnn": "tab:cyan", "encoder_stochastic": "tab:purple", "encoder_fixed": "tab:brown",
           "encoder_sinusoidal": "tab:pink", "encoder_learned": "tab:olive",
           "encoder_randomized": "navy", "encoder_rope": "goldenrod", "paper": "magenta",
-          "fcn": "teal"}
+          "fcn": "teal", "mamba": "crimson"}
 #: octaves of T between the "not reached" markers of models that share a point
 NOT_REACHED_SPREAD = 0.12
 
@@ -504,12 +507,16 @@ def plot_architectures(results):
 def plot_lengths(results):
     """Held-out R^2 per test length at ``architecture_width``, one panel per layout."""
     config, s = config_of(results), results["architectures"]
-    fig, panels = _panels([lay for lay in LAYOUTS if _present(s, lay)], (7, 5.6))
+    fig, panels = _panels([lay for lay in LAYOUTS if _present(s, lay)], (7, 6.2))
     for ax, lay in panels:
         for model in _present(s, lay):
             rows = select(s["lengths_summary"], "length", model=model)
-            ax.errorbar([r["length"] for r in rows], [r["r2_mean"] for r in rows],
-                        yerr=[r["r2_sd"] for r in rows], capsize=2,
+            # drawn within the axes: a mean or band below their floor sits on it (a
+            # curve below the axes would run under the legend)
+            mean = [max(r["r2_mean"], R2_FLOOR) for r in rows]
+            low = [m - max(r["r2_mean"] - r["r2_sd"], R2_FLOOR) for m, r in zip(mean, rows)]
+            high = [max(r["r2_mean"] + r["r2_sd"], R2_FLOOR) - m for m, r in zip(mean, rows)]
+            ax.errorbar([r["length"] for r in rows], mean, yerr=[low, high], capsize=2,
                         marker=MARKERS[_base(model)], markersize=4, color=COLORS[_base(model)],
                         label=_what(model),
                         linestyle="-" if "encoder_" in model else "--")

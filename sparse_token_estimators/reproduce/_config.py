@@ -18,7 +18,7 @@ import numpy as np
 #: checks its arguments before torch is imported (a test keeps both the same)
 QUERY_MODELS = ("paper", "encoder_stochastic", "encoder_fixed", "encoder_sinusoidal",
                 "encoder_learned", "encoder_randomized", "encoder_rope", "encoder_none",
-                "gru", "lstm", "rnn", "fcn")
+                "gru", "lstm", "rnn", "mamba", "fcn")
 
 
 @dataclass(frozen=True)
@@ -145,8 +145,8 @@ class ReproductionConfig:
     query_lens, query_searched : tuple of int, tuple of str
         The T of the width searches in the query layout (verdict 7) and the
         architectures searched there, by key ("paper", "encoder_<encoding>",
-        "gru", "lstm", "rnn", "fcn"). Verdict 7 needs every recurrent or
-        state-space net of the catalogue and the FCN: the search adds those
+        "gru", "lstm", "rnn", "mamba", "fcn"). Verdict 7 needs every recurrent
+        or state-space net of the catalogue and the FCN: the search adds those
         not named here. The encoder without positional encoding
         is fitted at ``architecture_width`` at each T (a sanity check: it
         cannot select); every model there that takes other lengths is scored
@@ -157,10 +157,11 @@ class ReproductionConfig:
         the paper's model's ``pe_dim`` to ``scaling_pe_stop``.
     lr_grids : tuple of (str, tuple of float)
         The learning rates of every critical-width search, per model family
-        ("transformer", "fcn", "encoder", "rnn"), the same at every width
-        and T: a width's score is the best mean validation R^2 over its
-        family's rates (peak rates where the training's ``lr_schedule`` is
-        "cosine"); the verdicts need at least 3 rates spanning 10x.
+        ("transformer", "fcn", "encoder", "rnn"; "ssm", Mamba, optional: the
+        recurrent nets' rates when absent), the same at every width and T: a
+        width's score is the best mean validation R^2 over its family's rates
+        (peak rates where the training's ``lr_schedule`` is "cosine"); the
+        verdicts need at least 3 rates spanning 10x.
     experiments : tuple of str or None
         The experiments to run, by name; None: all.
     device : str
@@ -224,7 +225,8 @@ class ReproductionConfig:
     architecture_lens: tuple = None
     architecture_width_stop: int = 64
     query_lens: tuple = (8, 16, 32, 64)
-    query_searched: tuple = ("encoder_rope", "encoder_sinusoidal", "gru", "lstm", "rnn", "fcn")
+    query_searched: tuple = ("encoder_rope", "encoder_sinusoidal", "gru", "lstm", "rnn", "mamba",
+                             "fcn")
     query_width_stop: int = 32
     lr_grids: tuple = (("transformer", (0.003, 0.01, 0.03)), ("fcn", (0.003, 0.01, 0.03)),
                        ("encoder", (0.003, 0.01, 0.03)), ("rnn", (0.003, 0.01, 0.03)))
@@ -316,8 +318,11 @@ class ReproductionConfig:
         --------
         >>> QUICK.lr_grid("transformer")
         (0.003, 0.01, 0.03)
+        >>> QUICK.lr_grid("ssm") == QUICK.lr_grid("rnn")  # unless lr_grids gives "ssm"
+        True
         """
-        return dict(self.lr_grids)[family]
+        grids = dict(self.lr_grids)
+        return grids.get(family, grids["rnn"]) if family == "ssm" else grids[family]
 
     def seeds(self):
         """The seeds of the run."""
@@ -414,7 +419,8 @@ PAPER = ReproductionConfig(
     tightness_lens=(8, 16, 32), tightness_check_len=16,
     architecture_lens=(8, 16, 32, 64, 128),
     query_lens=(8, 16, 32, 64, 128),
-    query_searched=("paper", "encoder_rope", "encoder_sinusoidal", "gru", "lstm", "rnn", "fcn"),
+    query_searched=("paper", "encoder_rope", "encoder_sinusoidal", "gru", "lstm", "rnn", "mamba",
+                    "fcn"),
     population_pe_dims=(8, 16, 32, 64, 128),
     sample_factors=(0.25, 0.5, 1.0), sample_sizes=(2, 8, 32, 128),
     sample_fcn_sizes=(512, 2048, 8192, 32768, 131072, 524288), sample_fcn_factor=4.0,
@@ -446,7 +452,7 @@ SMOKE = ReproductionConfig(
     population_pe_dims=(2, 4), architecture_training=_TINY_COSINE, architecture_n_train=32,
     query_n_train=32,
     architecture_width=4, query_lens=(3, 4, 6),
-    query_searched=("paper", "encoder_rope", "gru", "fcn"), randomized_ensemble=True,
+    query_searched=("paper", "encoder_rope", "gru", "mamba", "fcn"), randomized_ensemble=True,
     sample_factors=(0.75, 1.0),
     sample_sizes=(2, 8), sample_fcn_sizes=(8, 32), sample_pe_dim=4, sample_fcn_factor=1.0,
     sample_budget=32, n_jobs=1, device="cpu",

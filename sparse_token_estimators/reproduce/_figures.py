@@ -107,6 +107,11 @@ def powers_of_two_ticks(axis, values):
     axis.set_minor_formatter(NullFormatter())
 
 
+#: the lowest held-out R^2 the length axes show (below: a model worse than predicting 0
+#: twice over; nothing to read there but that)
+R2_FLOOR = -1.0
+
+
 def length_axes(ax, config, summary, title):
     """Held-out R^2 against test length: the training length T marked, the
     named lengths (1T, 2T, ...) as ticks, the y range from the rows' bands."""
@@ -117,5 +122,5 @@ def length_axes(ax, config, summary, title):
     lengths = [T * f for f in config.length_factors]
     ax.set_xticks(lengths, [f"{L}\n({f}T)" for L, f in zip(lengths, config.length_factors)])
     low = min(r["r2_mean"] - r["r2_sd"] for r in summary)
-    ax.set(ylim=(max(min(-0.05, low - 0.05), -1.0), 1.02), xlabel="test sequence length",
+    ax.set(ylim=(max(min(-0.05, low - 0.05), R2_FLOOR), 1.02), xlabel="test sequence length",
            ylabel="held-out R^2", title=title)

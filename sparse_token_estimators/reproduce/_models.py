@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, replace
 from skorch.callbacks import Callback
 
 from .._more_estimators import SparseTokenEncoder, SparseTokenRNN
+from .._ssm_estimator import SparseTokenSSM
 from ..architectures import CELLS, ENCODER_ENCODINGS
 from ..callbacks import AlignmentRecorder, StepBudget
 from ..estimators import SparseTokenFCN, SparseTokenTransformer
@@ -20,7 +21,7 @@ class Model:
     ----------
     name : str
         How every table row and legend names it (``{n_pe_draws}`` filled in).
-    family : {"fcn", "transformer", "encoder", "rnn"}
+    family : {"fcn", "transformer", "encoder", "rnn", "ssm"}
         The estimator, and so the width parameter (``WIDTH_PARAMETERS``).
     training : str
         The configuration's :class:`Training` field it trains with.
@@ -53,6 +54,10 @@ ENCODING_NAMES = {**{e: f"{e} PE" for e in ENCODER_ENCODINGS}, "none": "no PE", 
 #: the encoder beyond the paper: one block, one head (any d_model is allowed)
 ENCODER_PARAMS = (("n_heads", 1), ("n_layers", 1))
 
+#: the state size N of the catalogue's Mamba (its default, and Mamba's): each block
+#: carries 2 x d_model x N numbers along the sequence
+SSM_STATE = 16
+
 #: every model a run can fit, by key
 MODELS = {
     "fcn": Model("FCN", "fcn", "fcn_training"),
@@ -73,6 +78,9 @@ MODELS = {
        for e in ENCODER_ENCODINGS},
     **{cell: Model(f"{cell.upper()} (beyond the paper)", "rnn", "architecture_training",
                    params=(("cell", cell),)) for cell in CELLS},
+    # the selective state-space model: width d_model, Mamba's default state size
+    "mamba": Model("Mamba SSM (beyond the paper)", "ssm", "architecture_training",
+                   params=(("d_state", SSM_STATE),)),
     # the encodings experiment
     "sinusoidal": _encoding("transformer, sinusoidal PE (Vaswani et al.; extension)",
                             "sinusoidal", cost=1.2),
@@ -92,7 +100,7 @@ def _query(model, name):
 
 #: the query layout (``layout="query"``): the same architectures, the subset given as q
 #: rows of positions after the tokens (keys ``query_<key>``)
-QUERY_MODELS = ("paper", *(f"encoder_{e}" for e in ENCODER_ENCODINGS), *CELLS, "fcn")
+QUERY_MODELS = ("paper", *(f"encoder_{e}" for e in ENCODER_ENCODINGS), *CELLS, "mamba", "fcn")
 MODELS.update({f"query_{key}": _query(
     MODELS[key], MODELS[key].name.replace(" (beyond the paper)", "").replace(
         " (1 positional draw)", ", 1 positional draw") + " (query layout; beyond the paper)")
@@ -110,7 +118,7 @@ def query_rivals():
     Examples
     --------
     >>> query_rivals()
-    ('query_gru', 'query_lstm', 'query_rnn', 'query_fcn')
+    ('query_gru', 'query_lstm', 'query_rnn', 'query_mamba', 'query_fcn')
     """
     rivals = [key for key, spec in MODELS.items()
               if spec.layout == "query" and spec.family not in ATTENTION_FAMILIES]
@@ -119,7 +127,7 @@ def query_rivals():
 
 #: family -> the estimator parameter a fit's width sets
 WIDTH_PARAMETERS = {"fcn": "hidden_width", "transformer": "pe_dim", "encoder": "d_model",
-                    "rnn": "hidden_size"}
+                    "rnn": "hidden_size", "ssm": "d_model"}
 
 
 def model_name(model, config):
@@ -241,6 +249,8 @@ class Fit:
                                       callbacks=callbacks, **common)
         if spec.family == "rnn":
             return SparseTokenRNN(hidden_size=self.width, callbacks=callbacks, **common)
+        if spec.family == "ssm":
+            return SparseTokenSSM(d_model=self.width, callbacks=callbacks, **common)
         # the learning curves read no alignment: no record to keep
         recorder = [] if self.max_steps else [
             AlignmentRecorder(steps_per_doubling=config.trace_steps_per_doubling)]
@@ -268,6 +278,8 @@ class Fit:
             micro = 20 + 0.3 * T * self.width
         elif family == "rnn":
             micro = 10 + 0.15 * T * self.width
+        elif family == "ssm":  # benchmarks/bench_ssm.py: d_state 16
+            micro = 20 + 2.5 * T * self.width
         else:
             micro = 3 + 0.005 * self._draws(config) * T * self.width
         micro *= MODELS[self.model].cost * (1.1 if self.data == "population" else 1.0)

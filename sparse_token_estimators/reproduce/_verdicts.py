@@ -729,6 +729,14 @@ def _fixed_width_text(section):
         for rows_m in (select(rows, "seq_len", model=m) for m in models))
 
 
+def _has_grid(config, family):
+    """Whether the configuration gives ``family`` a rate grid (its own or a fallback)."""
+    try:
+        return bool(config.lr_grid(family))
+    except KeyError:
+        return False
+
+
 #: what verdict 7 of the third set shows and what it does not (its note)
 _THIRD_SET_SHOWS = (
     "Verdict 7 shows the ordering within this run's steps: each recurrent net and the FCN "
@@ -756,7 +764,6 @@ def _query_separation_third(results, t, r):
     absolute = [m for m in encoders if m != "query_encoder_rope"]
     rivals, factor, target = query_rivals(), t["query_rival_stop_factor"], s["target_r2"]
     families = sorted({"encoder", *(MODELS[m].family for m in rivals)})
-    grids = dict(config.lr_grids)
     gates = [_target_gate(s, t["query_target_r2"], "searches'"),
              _lens_gate("the query layout's widths", lens, t["query_lens"], t["query_span"],
                         " (query_lens, e.g. 8, 16, 32, 64)"),
@@ -768,7 +775,7 @@ def _query_separation_third(results, t, r):
     gates += [(m in by and set(by[m]) == set(lens),
                f"the {_short(results, m)} is not searched at every T of the query layout")
               for m in rivals]
-    gates += [_grid_gate(config, family, t) if family in grids else
+    gates += [_grid_gate(config, family, t) if _has_grid(config, family) else
               (False, f"no learning-rate grid for the {family} family (lr_grids)")
               for family in families]
     judged = partial(
