@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks in one go: the GPU tests, the GPU benchmarks and the quick
 # reproduction, every result into one folder. Each step has a time limit and a
-# failed step does not stop the others; the limits add up to 12.5 minutes on a
+# failed step does not stop the others; the limits add up to 15 minutes on a
 # GPU, the worst case (never yet run on one: the CPU check below took under
 # 2 minutes without the reproduction).
 #
@@ -67,6 +67,9 @@ step scaling 90 $PY benchmarks/bench_scaling.py --device "$DEVICE" --quick --out
 step stream 60 $PY benchmarks/bench_stream.py --device "$DEVICE" "${QUICK[@]}" --profile \
     --out "$OUT"
 step positional 30 $PY benchmarks/bench_positional.py --device "$DEVICE" --quick --out "$OUT"
+# A search's grid side by side (fit_group, exact and fused) against lone fits: on a GPU
+# the lone fits of these small models are launch-bound, where a fused group is not.
+step group 150 $PY benchmarks/bench_group.py --device "$DEVICE" "${QUICK[@]}" --out "$OUT"
 # The quick reproduction (one seed: a timing check, not the science) with its
 # fits on the GPU, one fit per CPU core in parallel, then where its time went.
 SEEDS=1

@@ -242,3 +242,22 @@ def test_bad_schedule_is_refused_before_anything_is_built(task, value):
     with pytest.raises(ValueError, match="lr_schedule.*'constant'.*'cosine'"):
         est.fit(*task)
     assert not hasattr(est, "module_")
+
+
+@pytest.mark.parametrize("mode", ["exact", "fused"])
+def test_cosine_schedule_in_a_group_is_that_of_each_lone_fit(task, mode):
+    from sparse_token_estimators._group import fit_group
+
+    X, y = task[0][:256], task[1][:256]
+
+    def make(lr, seed):
+        return SparseTokenTransformer(pe_dim=8, n_pe_draws=1, lr=lr, lr_schedule="cosine",
+                                      max_epochs=3, batch_size=64, random_state=seed)
+
+    nets = [make(lr, seed) for lr in (0.003, 0.03) for seed in (0, 1)]
+    fit_group(nets, [(X, y)] * len(nets), mode=mode)
+    for net, (lr, seed) in zip(nets, [(lr, s) for lr in (0.003, 0.03) for s in (0, 1)]):
+        lone = make(lr, seed).fit(X, y)
+        assert net.history_[:, "batches", :, "event_lr"] == \
+            lone.history_[:, "batches", :, "event_lr"]
+        assert net.predict(X) == pytest.approx(lone.predict(X), abs=1e-5)

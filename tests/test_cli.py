@@ -450,39 +450,42 @@ def test_run_fits_reads_back_what_its_store_holds(tmp_path, monkeypatch):
 
 def test_a_run_stopped_at_any_fit_keeps_every_finished_one_and_resumes(
         smoke_results, smoke_scale, tmp_path, monkeypatch, capsys):
-    # The k-th fit raises as a Ctrl-C would, inside a search's round: every fit
-    # finished before it is in the records, and the same command resumes from
-    # them to the results of an uninterrupted run.
+    # The k-th job (a group of fits) raises as a Ctrl-C would, inside a search's
+    # round: every fit of the jobs finished before it is in the records, and the
+    # same command resumes from them to the results of an uninterrupted run.
     from sparse_token_estimators.reproduce import _fits
     from sparse_token_estimators.reproduce._run import planned_fits
 
-    out, job, calls = tmp_path / "run", _fits.fit_job, []
-    stop_at = len(planned_fits(SMOKE)) * SMOKE.n_seeds + 3  # in the first search round
+    out, job, calls = tmp_path / "run", _fits.group_job, []
+    planned = {_fits.group_key(f) for f in planned_fits(SMOKE)}
+    stop_at = len(planned) + 2  # in the first search round
 
-    def fit_job(*args, **kwargs):
-        calls.append(args[1:3])
+    def group_job(config, members):
+        calls.append([(fit, seed) for fit, seed, _ in members])
         if len(calls) == stop_at:
             raise KeyboardInterrupt
-        return job(*args, **kwargs)
+        return job(config, members)
 
-    monkeypatch.setattr(_fits, "fit_job", fit_job)
+    monkeypatch.setattr(_fits, "group_job", group_job)
     with pytest.raises(KeyboardInterrupt):
         reproduce.run(SMOKE, progress=False, store=out)
     saved = _records.RecordStore(out, SMOKE)
-    assert len(saved) == stop_at - 1  # every finished fit, the searches' included
-    assert all(saved.get(SMOKE, fit, seed) is not None for fit, seed in calls[:-1])
+    finished = [member for members in calls[:-1] for member in members]
+    assert len(saved) == len(finished)  # every finished fit, the searches' included
+    assert all(saved.get(SMOKE, fit, seed) is not None for fit, seed in finished)
     assert not (out / "results.json").exists()
 
-    monkeypatch.setattr(_fits, "fit_job", job)
+    monkeypatch.setattr(_fits, "group_job", job)
     assert cli.main(["--out", str(out), "--no-plots"]) == 0
     captured = capsys.readouterr()
     assert "fits resumed from records" in captured.err  # the progress display counts them
     n_fits = len(smoke_results["fits"])
-    assert f"resumed {stop_at - 1} of {n_fits} fits from" in captured.out
+    assert f"resumed {len(finished)} of {n_fits} fits from" in captured.out
     results = json.loads((out / "results.json").read_text(), parse_constant=_refuse_nan)
     assert _without_times(results) == _without_times(json.loads(_records.dumps(smoke_results)))
     manifest = json.loads((out / "manifest.json").read_text())
-    assert (manifest["resumed_fits"], manifest["fitted"]) == (stop_at - 1, n_fits - stop_at + 1)
+    assert (manifest["resumed_fits"], manifest["fitted"]) == (len(finished),
+                                                              n_fits - len(finished))
 
 
 def test_an_unwritable_out_is_refused_before_torch_is_imported(tmp_path):

@@ -168,6 +168,13 @@ class ReproductionConfig:
         Passed to the estimators ("auto", "cpu", "cuda").
     n_jobs : int or None
         Parallel fits (joblib; -1: all cores).
+    trainer : {"exact", "fused"}
+        How the fits of a group (one model and width, every rate and seed) are
+        trained side by side (``fit_group``): "exact", each bit for bit as
+        alone; "fused", the paper's model's groups as one stacked model (its
+        records equal to float rounding, and named ``"trainer": "fused"``;
+        the other families train exactly). The records of the two never mix:
+        "fused" is part of the configuration a run's records are kept under.
 
     Examples
     --------
@@ -233,8 +240,11 @@ class ReproductionConfig:
     experiments: tuple = None
     device: str = "auto"
     n_jobs: int = -1
+    trainer: str = "exact"
 
     def __post_init__(self):  # values a run would fail on late (in a worker, after minutes)
+        if self.trainer not in ("exact", "fused"):
+            raise ValueError(f"trainer must be 'exact' or 'fused'; got {self.trainer!r}.")
         if not {1, 4} <= set(self.length_factors):
             raise ValueError(
                 f"length_factors={self.length_factors!r} must include 1 and 4: the length "

@@ -1,10 +1,14 @@
 """The one runner of a run: every (fit, seed) the store lacks, in one ``joblib.Parallel``.
 
-A job (:func:`fit_job`) builds its seeded data (a fixed sample, a
-``SparseSelectionStream`` for the population, or the first ``n_train``
-sequences of a pool for a learning curve), fits, evaluates and returns one
-record; :func:`run_fits` keeps and stores each record as its fit finishes
-(``return_as="generator_unordered"``, any joblib backend). Losses are squared
+A fit builds its seeded data (a fixed sample, a ``SparseSelectionStream``
+for the population, or the first ``n_train`` sequences of a pool for a
+learning curve), fits, evaluates and gives one record. A job
+(:func:`group_job`) trains the fits of one group (:func:`group_key`: one model
+and width, any rates and seeds) side by side with ``fit_group``, each bit for
+bit as alone (:func:`fit_job`), so that its record is the lone fit's up to the
+times; :func:`run_fits` sends one job per group (halving groups while workers
+would be idle), keeps and stores each record as its job finishes
+(``return_as="generator_unordered"``, any joblib backend: one task per group). Losses are squared
 errors summed over the d coordinates; R^2 is ``r2_score`` averaged over them.
 """
 
@@ -13,9 +17,11 @@ import time
 import warnings
 
 import numpy as np
+from joblib import effective_n_jobs
 from sklearn.metrics import r2_score
 from sklearn.utils.parallel import Parallel, delayed
 
+from .._group import fit_group
 from ..callbacks import TrainingDivergedError, trace_steps
 from ..datasets import SparseSelectionStream
 from ._data import stream_seed, task
@@ -24,7 +30,7 @@ from ._models import MODELS, Fit, model_name, training, width_parameter
 #: what the alignment record holds at each point
 TRACE_KEYS = ("sequences_seen", "alignment", "w_scale")
 
-__all__ = ["Fit", "fit_job", "run_fits"]
+__all__ = ["Fit", "fit_job", "group_job", "run_fits"]
 
 
 def describe(fit, config, seed):
@@ -36,7 +42,16 @@ def describe(fit, config, seed):
         "max_steps": fit.max_steps, "lr": fit.learning_rate(config),
         "lr_schedule": training(fit.model, config).lr_schedule, "seed": seed,
         "layout": _layout(fit),
+        # a fused group's records equal the lone fits' to float rounding only: say so
+        **({"trainer": "fused"} if config.trainer == "fused" and fused(fit) else {}),
     }
+
+
+def fused(fit):
+    """Whether ``fit`` trains fused under ``trainer="fused"`` (the paper's model's
+    estimator, ``fusable``); the other families train exactly."""
+    return MODELS[fit.model].family == "transformer" and \
+        dict(MODELS[fit.model].params).get("positional_encoding") != "learned"
 
 
 def _loss_r2(model, X, y):
@@ -101,9 +116,8 @@ def _layout(fit):
     return MODELS[fit.model].layout
 
 
-def fit_job(config, fit, seed, pool=0):
-    """Fit ``fit`` for ``seed`` and return ``(fit, seed, record)`` (in a worker); ``pool``:
-    a learning curve's pool size, whose first ``n_train`` sequences it trains on."""
+def _prepare(config, fit, seed, pool):
+    """``(X, y, unfitted estimator)`` of ``fit`` for ``seed`` (``y`` None for a stream)."""
     layout = _layout(fit)
     if fit.max_steps:
         X, y = task(config, fit.seq_len, pool or fit.n_train, "pool", seed, layout)
@@ -118,23 +132,26 @@ def fit_job(config, fit, seed, pool=0):
             raise ValueError("fits on a fixed sample of another size than n_train(T) "
                              "need max_steps (a learning curve)")
         X, y = task(config, fit.seq_len, config.n_train(fit.seq_len), "train", seed, layout)
-    model = fit.estimator(config, seed)
+    return X, y, fit.estimator(config, seed)
+
+
+def _record(config, fit, seed, model, X, y, error, fit_s):
+    """The record of ``fit`` for ``seed``: its fitted ``model`` scored, or the NaN record of
+    a diverged one (``error``); ``fit_s``: the wall seconds its fit took."""
     start = time.perf_counter()
     record = describe(fit, config, seed)
-    try:
-        model.fit(X) if y is None else model.fit(X, y)
-    except TrainingDivergedError as exc:
-        if not fit.lr:
-            raise
+    if isinstance(error, TrainingDivergedError) and fit.lr:
         # a rate of a search's grid too high for this width: it scores NaN (never
         # chosen), as a failed fit does in scikit-learn's searches
         nan = math.nan
         record.update(val_loss=nan, val_r2=nan, test_loss=nan, test_r2=nan,
-                      test_loss_se=nan, train_loss=nan, fit_cpu_s=nan,
-                      fit_s=time.perf_counter() - start, score_s=0.0, r2_by_length={},
-                      trace=[], error=f"{type(exc).__name__}: {exc}")
-        return fit, seed, record
-    fit_s = time.perf_counter() - start
+                      test_loss_se=nan, train_loss=nan, fit_cpu_s=nan, fit_s=fit_s,
+                      score_s=0.0, r2_by_length={}, trace=[],
+                      error=f"{type(error).__name__}: {error}")
+        return record
+    if error is not None:
+        raise error
+    layout = _layout(fit)
     if fit.max_steps:
         X_test, y_test = task(config, fit.seq_len, config.n_test, "test", seed, layout)
         record.update(train_r2=float(r2_score(y, model.predict(X))),
@@ -146,8 +163,59 @@ def fit_job(config, fit, seed, pool=0):
             config, fit.seq_len, config.n_test, "validation", seed, layout)))
         scored = {"r2_by_length": r2_by_length(fit, config, seed, model),
                   "trace": alignment_trace(fit, config, model)}
-    record.update(fit_s=fit_s, score_s=time.perf_counter() - start - fit_s, **scored)
-    return fit, seed, record
+    record.update(fit_s=fit_s, score_s=time.perf_counter() - start, **scored)
+    return record
+
+
+def fit_job(config, fit, seed, pool=0):
+    """Fit ``fit`` for ``seed`` and return ``(fit, seed, record)`` (in a worker); ``pool``:
+    a learning curve's pool size, whose first ``n_train`` sequences it trains on."""
+    X, y, model = _prepare(config, fit, seed, pool)
+    start, error = time.perf_counter(), None
+    try:
+        model.fit(X) if y is None else model.fit(X, y)
+    except TrainingDivergedError as exc:
+        error = exc
+    return fit, seed, _record(config, fit, seed, model, X, y, error,
+                              time.perf_counter() - start)
+
+
+def group_job(config, members):
+    """Fit the ``members`` (``(fit, seed, pool)``: one model and width, any rates and
+    seeds) side by side (``fit_group``: each bit for bit its lone fit, whose record it
+    gets) and return ``[(fit, seed, record)]``; each record's ``fit_s`` is an even share
+    of the group's wall time."""
+    prepared = [_prepare(config, fit, seed, pool) for fit, seed, pool in members]
+    start = time.perf_counter()
+    errors = fit_group([model for _, _, model in prepared],
+                       [(X, y) for X, y, _ in prepared], mode=config.trainer)
+    for error in errors:  # what a lone fit_job would not have caught stops the run
+        if error is not None and not isinstance(error, TrainingDivergedError):
+            raise error
+    fit_s = (time.perf_counter() - start) / len(members)
+    return [(fit, seed, _record(config, fit, seed, model, X, y, error, fit_s))
+            for (fit, seed, _), (X, y, model), error in zip(members, prepared, errors)]
+
+
+def group_key(fit):
+    """What the fits of one group share: all but the rate (and the seed)."""
+    return (fit.model, fit.width, fit.seq_len, fit.data, fit.n_train, fit.max_steps)
+
+
+def _jobs(config, todo, pools):
+    """``todo`` as group jobs (lists of ``(fit, seed, pool)``), costliest first; groups
+    are halved, largest first, until every worker has a job, where there are fewer."""
+    groups = {}
+    for fit, seed in todo:
+        groups.setdefault(group_key(fit), []).append((fit, seed, pools.get(fit, 0)))
+    jobs = list(groups.values())
+    workers = effective_n_jobs(config.n_jobs)
+    while len(jobs) < workers and max(len(job) for job in jobs) > 1:
+        largest = max(jobs, key=len)
+        jobs.remove(largest)
+        jobs += [largest[:len(largest) // 2], largest[len(largest) // 2:]]
+    # costliest first: the workers are not left idle behind one long job at the end
+    return sorted(jobs, key=lambda job: -sum(fit.cost(config) for fit, _, _ in job))
 
 
 def _pools(fits):
@@ -189,18 +257,17 @@ def run_fits(config, fits, progress, store=None, *, label="fits"):
         progress.resume(len(records), sum(f.cost(config) for f, _ in records), label)
     if not todo:
         return records
-    # costliest first: the workers are not left idle behind one long fit at the end
-    todo.sort(key=lambda job: -job[0].cost(config))
-    pools = _pools(fits)
+    jobs = _jobs(config, todo, _pools(fits))
     progress.stage(label, n_fits=len(todo), cost=sum(f.cost(config) for f, _ in todo))
     outputs = Parallel(n_jobs=config.n_jobs, return_as="generator_unordered")(
-        delayed(fit_job)(config, fit, seed, pools.get(fit, 0)) for fit, seed in todo)
+        delayed(group_job)(config, job) for job in jobs)
     try:
-        for fit, seed, record in outputs:
-            records[fit, seed] = record
-            if store is not None:
-                store.put(config, fit, seed, record)
-            progress.advance(cost=fit.cost(config))
+        for done in outputs:
+            for fit, seed, record in done:
+                records[fit, seed] = record
+                if store is not None:
+                    store.put(config, fit, seed, record)
+                progress.advance(cost=fit.cost(config))
     finally:
         with warnings.catch_warnings():
             # closing early is the point (an interrupt or a failed fit stops the

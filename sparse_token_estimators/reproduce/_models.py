@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, replace
 
 from skorch.callbacks import Callback
 
+from .._group import group_cpu_seconds
 from .._more_estimators import SparseTokenEncoder, SparseTokenRNN
 from .._ssm_estimator import SparseTokenSSM
 from ..architectures import CELLS, ENCODER_ENCODINGS
@@ -159,13 +160,14 @@ def describe_models(config, models=None, searched=()):
 
 class FitClock(Callback):
     """Record the fit's CPU time as ``fit_cpu_s`` in ``history_`` (on a shared machine,
-    wall-clock time also counts the others' work)."""
+    wall-clock time also counts the others' work); trained in a group (``fit_group``),
+    the CPU time the group attributes to it."""
 
     def on_train_begin(self, net, **kwargs):
         self.start_ = time.process_time()
 
     def on_train_end(self, net, **kwargs):
-        net.history.record("fit_cpu_s", time.process_time() - self.start_)
+        net.history.record("fit_cpu_s", group_cpu_seconds(net, time.process_time() - self.start_))
 
 
 @dataclass(frozen=True, order=True)
