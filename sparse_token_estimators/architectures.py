@@ -76,6 +76,27 @@ def check_encoder_sizes(d_model, n_heads, positional_encoding):
         )
 
 
+def input_scale(d_model):
+    """The factor of the encoder's positional vectors: sqrt(d_model / 3).
+
+    The expected norm of an embedded token row as ``nn.Linear(d + 1,
+    d_model)`` is initialised (weights and bias uniform in +-1/sqrt(d + 1),
+    variance 1 / (3 (d + 1)); a row [x_i, 0] with x_i standard Gaussian has
+    E||x_i||^2 = d): E||W [x_i; 0] + b||^2 = d_model (d + 1) / (3 (d + 1)) =
+    d_model / 3, whatever d. A unit-norm p_i times this factor enters at the
+    norm of the token it is added to, as Vaswani et al. (2017) scale their
+    embeddings by sqrt(d_model) so that neither drowns the other. (At norm 1
+    beside a row of norm sqrt(32 / 3) ~ 3.3, a query row of the query layout
+    could not find the token it names: R^2 ~ q / T.)
+
+    Examples
+    --------
+    >>> round(input_scale(32), 3)
+    3.266
+    """
+    return math.sqrt(d_model / 3)
+
+
 class Rotary(nn.Module):
     """Rotary position embedding (Su et al., "RoFormer", 2021) of queries and keys.
 
@@ -205,8 +226,9 @@ class AttentionPooling(nn.Module):
 class TransformerEncoder(nn.Module):
     """A standard transformer encoder with attention pooling, for sparse token selection.
 
-    ``h = W_in [x_i; s_i] + p_i`` (tokens and indicator projected to
-    ``d_model``, plus the positional vector where the encoding adds one),
+    ``h = W_in [x_i; s_i] + sqrt(d_model / 3) p_i`` (tokens and indicator
+    projected to ``d_model``, plus the positional vector where the encoding
+    adds one, at the scale of an embedded token row: :func:`input_scale`),
     ``n_layers`` pre-norm :class:`Block` s, a final layer norm,
     :class:`AttentionPooling` to one vector and a linear map to R^d.
 
@@ -234,8 +256,10 @@ class TransformerEncoder(nn.Module):
         projection).
     positional_encoding : str
         One of ``ENCODER_ENCODINGS``: the five of ``positional`` (unit vectors
-        of dimension ``d_model`` added to the input projection, as they
-        are), ``"rope"`` or ``"none"``.
+        of dimension ``d_model``, each times :func:`input_scale` (d_model),
+        the expected norm of an embedded token row, added to the input
+        projection; the factor is the buffer ``pe_scale``), ``"rope"`` or
+        ``"none"``. The same in both layouts.
     max_seq_len : int
         Size of the table of the "fixed", "learned" and "randomized"
         encodings: the longest sequence they accept. Unused by the others.
@@ -281,12 +305,28 @@ class TransformerEncoder(nn.Module):
         self.embed = nn.Linear(token_dim + 1, d_model)
         self.positions = (ENCODINGS[positional_encoding](d_model, max_seq_len)
                           if positional_encoding in ENCODINGS else None)
+        if self.positions is not None:
+            # part of the state_dict: weights saved before the scale load with 1.0
+            self.register_buffer("pe_scale", torch.tensor(input_scale(d_model)))
         rotary = positional_encoding == "rope"
         self.blocks = nn.ModuleList(Block(d_model, n_heads, rotary) for _ in range(n_layers))
         self.ln_f = nn.LayerNorm(d_model)
         self.pool = AttentionPooling(d_model, n_heads)
         self.head = nn.Linear(d_model, token_dim)
         self.register_buffer("eval_seed", torch.tensor(eval_seed, dtype=torch.int64))
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # weights saved before the input scale: loaded with the scale they were
+        # trained at (1.0), which the buffer then records
+        if self.positions is not None and prefix + "pe_scale" not in state_dict:
+            state_dict[prefix + "pe_scale"] = torch.tensor(1.0)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def __setstate__(self, state):
+        # a module pickled before the input scale keeps the one it was trained at
+        super().__setstate__(state)
+        if self.positions is not None and "pe_scale" not in self._buffers:
+            self.register_buffer("pe_scale", torch.tensor(1.0))
 
     def draw_noise(self, X, generator=None):
         """The random input ``forward(X, noise=...)`` consumes in the current mode.
@@ -341,7 +381,7 @@ class TransformerEncoder(nn.Module):
         x = self.embed(X)  # (B, T, C): tokens and indicator together
         P = self._positional_vectors(X, noise)
         if P is not None:
-            x = x + P  # (B, T, C)
+            x = x + self.pe_scale * P  # (B, T, C): at the scale of the embedded rows
         for block in self.blocks:
             x = block(x)  # (B, T, C)
         return self.ln_f(x)  # (B, T, C)
@@ -388,7 +428,7 @@ class TransformerEncoder(nn.Module):
         if P is not None:
             P = P.expand(B, -1, -1)  # (B, T, C)
             named = P.gather(1, index.unsqueeze(-1).expand(-1, -1, P.shape[-1]))  # (B, q, C)
-            x = x + torch.cat([P, named], dim=1)  # (B, T + q, C): p_i, then p_{i_j}
+            x = x + self.pe_scale * torch.cat([P, named], dim=1)  # (B, T + q, C): p_i, p_{i_j}
         positions = None
         if self.blocks and self.blocks[0].attn.rotary is not None:
             order = torch.arange(T, device=X.device).expand(B, T)  # (B, T)
@@ -440,4 +480,4 @@ class RecurrentNet(nn.Module):
 
 
 __all__ = ["CELLS", "ENCODER_ENCODINGS", "RecurrentNet", "TransformerEncoder",
-           "check_encoder_sizes"]
+           "check_encoder_sizes", "input_scale"]

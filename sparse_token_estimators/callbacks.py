@@ -234,6 +234,64 @@ class StepBudget(Callback):
             net.history.record(self.key, self.steps_)
 
 
+class CosineSchedule(Callback):
+    """Decay Adam's rate to 0 by a cosine over the fit's steps, when ``lr_schedule="cosine"``.
+
+    Installed by default in every estimator (as ``"lr_schedule"``); it reads
+    the estimator's ``lr_schedule`` parameter at every fit and does nothing
+    when it is ``"constant"`` (the default). With ``"cosine"``, the rate of
+    the k-th training batch of a fit (k = 0, 1, ..., n - 1) is
+    ``base * (1 + cos(pi k / n)) / 2`` for each parameter group's rate
+    ``base`` (``lr``), with n the fit's total steps: ``max_epochs`` times the
+    batches of an epoch (a stream's too), or a :class:`StepBudget`'s
+    ``max_steps`` when that is smaller. The rate after the last step is 0
+    (the schedule of ``torch.optim.lr_scheduler.CosineAnnealingLR`` with
+    ``T_max=n``, stepped per batch). The rate of each batch is recorded in
+    ``history_`` under ``"event_lr"`` (as skorch's ``LRScheduler`` does);
+    at the end of training the rates are set back to ``base``, so that a
+    later ``partial_fit`` starts its own cosine from the full rate.
+
+    Examples
+    --------
+    >>> from sparse_token_estimators import SparseTokenFCN, make_sparse_selection
+    >>> X, y = make_sparse_selection(64, seq_len=5, token_dim=2, random_state=0)
+    >>> est = SparseTokenFCN(hidden_width=8, lr=0.01, lr_schedule="cosine", batch_size=16,
+    ...                      max_epochs=2, random_state=0).fit(X, y)
+    >>> [round(lr, 5) for lr in est.history_[:, "batches", :, "event_lr"][0]]
+    [0.01, 0.00962, 0.00854, 0.00691]
+    """
+
+    def on_train_begin(self, net, **kwargs):
+        self.active_ = getattr(net, "lr_schedule", "constant") == "cosine"
+        self.total_, self.step_ = None, 0
+        if self.active_:
+            self.base_lrs_ = [group["lr"] for group in net.optimizer_.param_groups]
+
+    def on_epoch_begin(self, net, dataset_train=None, **kwargs):
+        if not self.active_ or self.total_ is not None:
+            return
+        self.total_ = net.max_epochs * len(net.get_iterator(dataset_train, training=True))
+        budgets = [cb.max_steps for _, cb in net.callbacks_ if isinstance(cb, StepBudget)]
+        self.total_ = max(1, min([self.total_, *budgets]))
+
+    def on_batch_begin(self, net, training=False, **kwargs):
+        if not (training and self.active_):
+            return
+        factor = (1 + math.cos(math.pi * min(self.step_, self.total_) / self.total_)) / 2
+        for group, base in zip(net.optimizer_.param_groups, self.base_lrs_):
+            group["lr"] = base * factor
+        net.history.record_batch("event_lr", self.base_lrs_[0] * factor)
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if training and self.active_:
+            self.step_ += 1
+
+    def on_train_end(self, net, **kwargs):
+        if self.active_:
+            for group, base in zip(net.optimizer_.param_groups, self.base_lrs_):
+                group["lr"] = base
+
+
 # -- the checks installed by default (the estimators' get_default_callbacks) ------
 
 

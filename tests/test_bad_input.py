@@ -197,6 +197,7 @@ BAD_PARAMS = {
     "token_dim": [0, -1, 2.5, "2", True],
     "layout": ["rows", "Query", None, 1],
     "n_selected": [0, -1, 2.5, "2", True],
+    "lr_schedule": ["cos", "Cosine", None, 1],
     "module": ["SparseTokenAttention", None],
 }
 CLASSES = {cls.__name__: cls for cls in (SparseTokenTransformer, SparseTokenFCN,

@@ -1,9 +1,18 @@
+import math
 import pickle
 
 import pytest
 from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV
 
-from sparse_token_estimators import SparseTokenFCN, SparseTokenTransformer, make_sparse_selection
+from sparse_token_estimators import (
+    SparseSelectionStream,
+    SparseTokenEncoder,
+    SparseTokenFCN,
+    SparseTokenRNN,
+    SparseTokenTransformer,
+    make_sparse_selection,
+)
 from sparse_token_estimators.callbacks import AlignmentRecorder, StepBudget, trace_steps
 from sparse_token_estimators.theory import identity_alignment
 
@@ -151,3 +160,104 @@ def test_budget_counts_per_fit_and_clones(task):
 def test_budget_refuses_a_bad_number_of_steps(task, max_steps, error):
     with pytest.raises(error, match="max_steps must be an integer >= 1"):
         budgeted(max_steps).fit(*task)
+
+
+# -- the learning-rate schedule (lr_schedule, CosineSchedule) ----------------------
+
+
+def _cosine(k, n, base):
+    return base * (1 + math.cos(math.pi * k / n)) / 2
+
+
+@pytest.mark.parametrize("estimator", [
+    SparseTokenFCN(hidden_width=8),
+    SparseTokenTransformer(pe_dim=8, n_pe_draws=1),
+    SparseTokenEncoder(d_model=8, n_heads=1),
+    SparseTokenRNN(hidden_size=8),
+])
+def test_cosine_rate_follows_the_cosine_per_batch_down_to_zero(task, estimator):
+    X, y = task[0][:200], task[1][:200]  # 200 sequences in batches of 64: 4 steps an epoch
+    est = clone(estimator).set_params(lr=0.02, lr_schedule="cosine", batch_size=64,
+                                      max_epochs=3, random_state=0)
+    real = []
+    original = est.notify
+
+    def spy(method_name, **kwargs):  # the rate the optimizer steps with, batch by batch
+        if method_name == "on_batch_end" and kwargs.get("training"):
+            real.append(est.optimizer_.param_groups[0]["lr"])
+        return original(method_name, **kwargs)
+
+    est.notify = spy
+    est.fit(X, y)
+    rates = [lr for epoch in est.history_[:, "batches", :, "event_lr"] for lr in epoch]
+    n = 12
+    assert rates == pytest.approx([_cosine(k, n, 0.02) for k in range(n)])
+    assert real == pytest.approx(rates)
+    assert rates[-1] < 0.02 * 0.02 and _cosine(n, n, 0.02) == pytest.approx(0)
+    # set back to the full rate: a later partial_fit runs its own cosine from lr
+    assert est.optimizer_.param_groups[0]["lr"] == 0.02
+
+
+def test_cosine_over_a_stream_and_within_a_step_budget():
+    stream = SparseSelectionStream(8, 4, 2, n_samples=96, random_state=0)
+    est = SparseTokenFCN(hidden_width=8, lr=0.01, lr_schedule="cosine", batch_size=32,
+                         max_epochs=2, random_state=0).fit(stream)
+    rates = [lr for epoch in est.history_[:, "batches", :, "event_lr"] for lr in epoch]
+    assert rates == pytest.approx([_cosine(k, 6, 0.01) for k in range(6)])
+    X, y = make_sparse_selection(96, 8, 4, 2, random_state=0)
+    est = SparseTokenFCN(hidden_width=8, lr=0.01, lr_schedule="cosine", batch_size=32,
+                         max_epochs=10, callbacks=[StepBudget(4)], random_state=0).fit(X, y)
+    rates = [lr for epoch in est.history_[:, "batches", :, "event_lr"] for lr in epoch]
+    assert rates == pytest.approx([_cosine(k, 4, 0.01) for k in range(4)])
+
+
+def test_constant_schedule_changes_nothing(task):
+    X, y = task[0][:300], task[1][:300]
+    default = SparseTokenFCN(hidden_width=8, max_epochs=3, random_state=0).fit(X, y)
+    constant = SparseTokenFCN(hidden_width=8, max_epochs=3, random_state=0,
+                              lr_schedule="constant").fit(X, y)
+    cosine = SparseTokenFCN(hidden_width=8, max_epochs=3, random_state=0,
+                            lr_schedule="cosine").fit(X, y)
+    assert (default.predict(X) == constant.predict(X)).all()
+    assert "event_lr" not in default.history_[-1]["batches"][-1]
+    assert not (default.predict(X) == cosine.predict(X)).all()
+
+
+def test_schedule_is_an_ordinary_parameter(task):
+    est = SparseTokenFCN(hidden_width=8, lr_schedule="cosine")
+    assert est.get_params()["lr_schedule"] == "cosine"
+    assert clone(est).lr_schedule == "cosine"
+    assert pickle.loads(pickle.dumps(est)).lr_schedule == "cosine"
+    assert SparseTokenFCN().lr_schedule == "constant"
+    X, y = task[0][:200], task[1][:200]
+    search = GridSearchCV(SparseTokenFCN(hidden_width=8, max_epochs=2, random_state=0),
+                          {"lr_schedule": ["constant", "cosine"]}, cv=2).fit(X, y)
+    assert [p["lr_schedule"] for p in search.cv_results_["params"]] == ["constant", "cosine"]
+    assert search.best_estimator_.lr_schedule in ("constant", "cosine")
+
+
+@pytest.mark.parametrize("value", ["cos", "linear", None, 1])
+def test_bad_schedule_is_refused_before_anything_is_built(task, value):
+    est = SparseTokenFCN(hidden_width=8, lr_schedule=value)
+    with pytest.raises(ValueError, match="lr_schedule.*'constant'.*'cosine'"):
+        est.fit(*task)
+    assert not hasattr(est, "module_")
+
+
+@pytest.mark.parametrize("mode", ["exact", "fused"])
+def test_cosine_schedule_in_a_group_is_that_of_each_lone_fit(task, mode):
+    from sparse_token_estimators._group import fit_group
+
+    X, y = task[0][:256], task[1][:256]
+
+    def make(lr, seed):
+        return SparseTokenTransformer(pe_dim=8, n_pe_draws=1, lr=lr, lr_schedule="cosine",
+                                      max_epochs=3, batch_size=64, random_state=seed)
+
+    nets = [make(lr, seed) for lr in (0.003, 0.03) for seed in (0, 1)]
+    fit_group(nets, [(X, y)] * len(nets), mode=mode)
+    for net, (lr, seed) in zip(nets, [(lr, s) for lr in (0.003, 0.03) for s in (0, 1)]):
+        lone = make(lr, seed).fit(X, y)
+        assert net.history_[:, "batches", :, "event_lr"] == \
+            lone.history_[:, "batches", :, "event_lr"]
+        assert net.predict(X) == pytest.approx(lone.predict(X), abs=1e-5)

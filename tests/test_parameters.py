@@ -63,7 +63,7 @@ GROUPS = {
     "setting": {"criterion", "optimizer", "lr", "max_epochs", "batch_size",
                 "iterator_train", "iterator_valid", "iterator_train__shuffle", "dataset",
                 "train_split", "callbacks", "predict_nonlinearity", "warm_start", "verbose",
-                "use_caching", "torch_load_kwargs", "random_state"},
+                "use_caching", "torch_load_kwargs", "random_state", "lr_schedule"},
 }
 
 

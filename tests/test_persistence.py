@@ -556,3 +556,24 @@ def test_metadata_this_package_did_not_write_is_refused(tmp_path):
                        "package did not write"):
         est.load_params(f_params=tmp_path / "w.pt")
     assert_same_weights(weights(est), before)
+
+
+@pytest.mark.parametrize("metadata", [True, False])
+def test_encoder_weights_saved_before_the_input_scale_load_at_their_old_scale(tmp_path, metadata):
+    from sparse_token_estimators import SparseTokenEncoder
+
+    est = SparseTokenEncoder(d_model=8, n_heads=1, positional_encoding="sinusoidal",
+                             max_epochs=2, random_state=0).fit(X, Y)
+    path = tmp_path / "weights.pt"
+    est.save_params(f_params=path)
+    # the file as the encoder before the input scale wrote it: no pe_scale
+    state = torch.load(path)
+    del state["pe_scale"]
+    if not metadata:  # a plain dict has no _metadata: a file of 0.1.0 or skorch
+        state = dict(state)
+    torch.save(state, path)
+    loaded = SparseTokenEncoder(d_model=8, n_heads=1, positional_encoding="sinusoidal",
+                                token_dim=3).initialize().load_params(f_params=path)
+    assert float(loaded.module_.pe_scale) == 1.0  # the scale it was trained at, recorded
+    est.module_.pe_scale.fill_(1.0)
+    assert_array_equal(loaded.predict(X_TEST), est.predict(X_TEST))

@@ -78,7 +78,7 @@ def test_paper_model_is_one_draw_and_the_ensemble_is_named_an_extension(results)
     assert "1 positional draw" in models["paper"]["name"]
     assert "package extension" in models["ensemble"]["name"]
     assert models["paper"]["training"] == {"lr": 0.01, "max_epochs": 2, "batch_size": 16,
-                                           "lr_ref_width": 0}
+                                           "lr_ref_width": 0, "lr_schedule": "constant"}
     for section in ("width_separation", "length_generalisation", "alignment"):
         for row in results[section]["rows"]:
             assert row["model_name"] == models[row["model"]]["name"]

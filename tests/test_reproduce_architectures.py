@@ -11,13 +11,16 @@ from sparse_token_estimators.reproduce._architectures import (
     EXPERIMENT,
     LENGTH_MODELS,
     QUERY_LENGTH_MODELS,
+    RIVAL_STOP_FACTOR,
     SANITY,
     SEARCHED,
+    encoder_width,
     query_searched,
+    recurrent_rivals,
     sentences,
 )
 from sparse_token_estimators.reproduce._experiment import summarise
-from sparse_token_estimators.reproduce._models import MODELS
+from sparse_token_estimators.reproduce._models import MODELS, query_rivals
 from sparse_token_estimators.reproduce._registry import EXPERIMENTS
 
 
@@ -32,8 +35,11 @@ def test_the_experiment_is_in_the_run(results):
     indicator = [r for r in section["critical"] if r["layout"] == "indicator"]
     assert [r["model"] for r in indicator] == list(SEARCHED)
     query = [r for r in section["critical"] if r["layout"] == "query"]
+    # query_searched, and every rival of verdict 7 from the catalogue
     assert sorted((r["model"], r["seq_len"]) for r in query) == sorted(
-        (f"query_{m}", T) for m in SMOKE.query_searched for T in SMOKE.query_seq_lens())
+        (m, T) for m in query_searched(SMOKE) for T in SMOKE.query_seq_lens())
+    assert {f"query_{m}" for m in SMOKE.query_searched} | set(query_rivals()) == \
+        set(query_searched(SMOKE))
     assert {MODELS[r["model"]].layout for r in query} == {"query"}
     for row in indicator:
         assert row["status"] in STATUSES and row["reason"]
@@ -137,7 +143,8 @@ def test_widths_are_searched_at_every_length(several_lengths):
     # every point of the searches is a record of its own T
     assert {p["seq_len"] for p in section["points"]} == {3, 4, 6}
     assert {p["layout"] for p in section["points"]} == {"indicator", "query"}
-    fitted = {(f["model"], f["seq_len"], f.get("hidden_size") or f.get("d_model"))
+    fitted = {(f["model"], f["seq_len"],
+               f.get("hidden_size") or f.get("d_model") or f.get("hidden_width"))
               for f in results["fits"] if "architectures" in f["used_by"]}
     assert {(p["model"], p["seq_len"], p["width"]) for p in section["points"]} <= fitted
 
@@ -175,3 +182,61 @@ def test_the_widths_figure_names_the_lengths_it_spans(several_lengths):
     _, results = several_lengths
     title = plot_architectures(results)._suptitle.get_text()
     assert "T=3..6, d=2, q=2" in title and "T=4," not in title
+
+
+# -- the third set: the rivals' stop, their fixed-width R^2, the recipe -------------------
+
+
+def test_the_rivals_are_searched_up_to_four_times_the_best_encoder(results):
+    section = results["architectures"]
+    query = {(r["model"], r["seq_len"]): r for r in section["critical"]
+             if r["layout"] == "query"}
+    for T in SMOKE.query_seq_lens():
+        outcomes = {m: {"status": r["status"], "width": r["star"],
+                        "doubled_scores": {int(w): v for w, v in r["doubled_scores"].items()}}
+                    for (m, t), r in query.items() if t == T}
+        width = encoder_width(outcomes) or 0
+        for model in recurrent_rivals(SMOKE):
+            row = query[model, T]
+            four_td = 4 * T * SMOKE.token_dim
+            assert row["stop"] == max(min(SMOKE.query_width_stop, four_td),
+                                      RIVAL_STOP_FACTOR * width)
+            assert max(row["evaluated"]) <= row["stop"]
+    assert section["protocol"] == "third set" and section["lr_schedule"] == "cosine"
+    assert section["query_n_train"] == SMOKE.query_n_train
+
+
+def test_encoder_width_is_the_narrowest_found_or_bounded():
+    found = {"status": "found", "width": 12, "doubled_scores": {}}
+    bounded = {"status": "unresolved", "width": 8, "doubled_scores": {8: 0.85}}
+    moved = {"status": "unresolved", "width": 6, "doubled_scores": {6: 0.7}}
+    beyond = {"status": "> stop", "width": None, "doubled_scores": {}}
+    assert encoder_width({"query_encoder_rope": found, "query_encoder_sinusoidal": bounded,
+                          "query_gru": {"status": "found", "width": 2}}) == 8
+    assert encoder_width({"query_encoder_rope": moved, "query_encoder_sinusoidal": beyond}) \
+        is None
+    assert encoder_width({"query_encoder_none": found}) is None
+
+
+def test_each_recurrent_rival_is_scored_at_one_width_at_every_t(results):
+    section = results["architectures"]
+    rows = section["query_fixed_width"]
+    first = min(SMOKE.query_seq_lens())
+    stops = {r["model"]: r["stop"] for r in section["critical"]
+             if r["layout"] == "query" and r["seq_len"] == first}
+    assert {(r["model"], r["seq_len"]) for r in rows} == {
+        (m, T) for m in recurrent_rivals(SMOKE) for T in SMOKE.query_seq_lens()}
+    assert all(r["width"] == stops[r["model"]] for r in rows)
+    assert all(r["ceiling"] == SMOKE.n_selected / r["seq_len"] for r in rows)
+    assert len(rows) == len(SMOKE.seeds()) * len(section["query_fixed_width_summary"])
+    summary = reproduce.summary_markdown(results, figures=False)
+    assert "each recurrent net at one fixed width" in summary
+    assert "What verdict 7 shows, and what it does not" in summary
+
+
+def test_every_fit_records_its_schedule(results):
+    fits = results["fits"]
+    schedules = {(f["model"], f["lr_schedule"]) for f in fits}
+    assert ("paper", "constant") in schedules and ("fcn", "constant") in schedules
+    assert ("query_gru", "cosine") in schedules and ("fcn_tightness", "cosine") in schedules
+    assert ("paper_scaling", "cosine") in schedules

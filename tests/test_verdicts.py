@@ -505,16 +505,19 @@ SEPARATED = {"query_encoder_rope": {8: 12, 16: 12, 32: 16, 64: 16},
              "query_fcn": {8: None, 16: None, 32: None, 64: None}}
 
 
-def set_query(results, widths, *, status=None, lens=QUERY_LENS, sanity=0.0, fcn_loss=10.0):
+def set_query(results, widths, *, status=None, lens=QUERY_LENS, sanity=0.0, fcn_loss=10.0,
+              protocol="second set", stops=None):
     """The architectures section's query-layout rows: a width per model and T (None:
-    "> stop", the widest, 4 T d, failing with twice the steps too)."""
-    status = status or {}
+    "> stop", the widest, 4 T d for the FCN, else ``stops[model]`` or 512, failing with
+    twice the steps too); ``protocol``: the set the searches' recipe belongs to."""
+    status, stops = status or {}, stops or {}
     section = results["architectures"]
+    section["protocol"] = protocol
     rows, per_seed, points = [], [], []
     for model, by_T in widths.items():
         for t in lens:
             w = by_T[t]
-            stop = 4 * t * D if model == "query_fcn" else 512
+            stop = 4 * t * D if model == "query_fcn" else stops.get(model, 512)
             row = _row(t, w, stop if w is None else round(w / 1.3),
                        status.get((model, t), "found" if w else "> stop"), stop=stop,
                        layout="query", width_offset=0, fcn_bound_width=round(0.8 * t * D))
@@ -713,3 +716,132 @@ def test_first_runs_the_paper_claims_alone():
     assert reproduce.FIRST.experiments == ("width_separation", "length_generalisation",
                                            "alignment")
     assert reproduce.SCALES["first"] is reproduce.FIRST
+
+
+# -- 7. query-layout separation, third set (the ordering within the run's steps) ----------
+
+#: RoPE and the sinusoidal encoder flat; every rival fails up to 4x the encoder's width or
+#: more (the recurrent nets' stops: 4 x 16 = 64), the FCN up to 4 T d
+THIRD = {"query_encoder_rope": {8: 12, 16: 12, 32: 16, 64: 16},
+         "query_encoder_sinusoidal": {8: 16, 16: 16, 32: 23, 64: 23},
+         "query_gru": dict.fromkeys(QUERY_LENS), "query_lstm": dict.fromkeys(QUERY_LENS),
+         "query_rnn": dict.fromkeys(QUERY_LENS), "query_mamba": dict.fromkeys(QUERY_LENS),
+         "query_fcn": dict.fromkeys(QUERY_LENS)}
+STOPS = dict.fromkeys(("query_gru", "query_lstm", "query_rnn", "query_mamba"), 64)
+
+
+def set_third(results, widths=THIRD, stops=STOPS, **kwargs):
+    set_query(results, widths, protocol="third set", stops=stops, **kwargs)
+    section = results["architectures"]
+    section["query_fixed_width_summary"] = [
+        {"model": m, "model_name": m[6:].upper(), "seq_len": t, "width": 48,
+         "ceiling": Q / t, "test_r2_mean": 0.5 / t} for m in STOPS for t in QUERY_LENS]
+
+
+def test_third_set_rivals_come_from_the_catalogue():
+    from sparse_token_estimators.reproduce._architectures import RIVAL_STOP_FACTOR
+    from sparse_token_estimators.reproduce._models import MODELS, query_rivals
+
+    rivals = query_rivals()
+    assert rivals[-1] == "query_fcn"
+    assert {"query_gru", "query_lstm", "query_rnn", "query_mamba"} <= set(rivals)
+    assert all(MODELS[m].family not in ("encoder", "transformer") for m in rivals)
+    assert THRESHOLDS["query_rival_stop_factor"] == RIVAL_STOP_FACTOR == 4
+
+
+def test_third_set_passes_when_every_rival_fails_up_to_four_times_the_encoder(protocol):
+    set_third(protocol)
+    c = judge(protocol, "query-layout separation")
+    assert c["verdict"] == "supported", c["inconclusive_reasons"]
+    assert c["set"] == "third" and "third set" in c["note"]
+    assert "does not show the polynomial width" in c["note"]
+    assert "T=8: best positional encoder transformer encoder, RoPE 12; GRU > 64" in c["evidence"]
+    assert "log-log slope of the best positional encoder's width over the T where found: " \
+           "0.17" in c["evidence"]
+    assert "GRU at width 48: 0.062 at T=8 (q/T 0.250)" in c["evidence"]
+    assert c["seeds_supporting"] == len(SEEDS)
+
+
+def test_third_set_reports_a_rival_reaching_the_target_beyond_the_encoder(protocol):
+    set_third(protocol, {**THIRD, "query_lstm": {8: 40, 16: None, 32: None, 64: None}})
+    c = judge(protocol, "query-layout separation")
+    assert c["verdict"] == "supported"
+    assert "LSTM 40 (reaches the target between the encoder's width and its stop: the " \
+           "ordering holds by a factor 3.3)" in c["evidence"]
+
+
+@pytest.mark.parametrize("change", [
+    {"query_rnn": {8: 12, 16: None, 32: None, 64: None}},   # as narrow as RoPE at T = 8
+    {"query_fcn": {8: 10, 16: None, 32: None, 64: None}},   # the FCN narrower at T = 8
+    {"query_encoder_rope": {8: 4, 16: 8, 32: 16, 64: 32},   # the encoder's slope 1
+     "query_encoder_sinusoidal": {8: 8, 16: 16, 32: 32, 64: 64}},
+])
+def test_third_set_fails(protocol, change):
+    set_third(protocol, {**THIRD, **change})
+    c = judge(protocol, "query-layout separation")
+    assert c["verdict"] == "not supported" and c["set"] == "third"
+
+
+@pytest.mark.parametrize("kwargs, reason", [
+    # the recurrent nets searched only to 48 < 4 x 16 at T = 32 and 64
+    ({"stops": dict.fromkeys(STOPS, 48)},
+     "at T=32 the GRU fails up to width 48 only, below 4 x the best encoder's width 16"),
+    ({"widths": {m: w for m, w in THIRD.items() if m != "query_rnn"}},
+     "the RNN is not searched at every T of the query layout"),
+    ({"widths": {m: w for m, w in THIRD.items() if m != "query_encoder_sinusoidal"}},
+     "the verdict needs RoPE and at least one absolute encoding"),
+    ({"status": {("query_encoder_rope", t): "unresolved" for t in (16, 32, 64)}
+      | {("query_encoder_sinusoidal", t): "unresolved" for t in (16, 32, 64)}},
+     "at T=16 no encoder with a positional encoding has its width found or bounded"),
+    ({"lens": (8, 16, 32)}, "spanning 4x"),
+])
+def test_third_set_is_inconclusive(protocol, kwargs, reason):
+    if "lens" in kwargs:
+        kwargs["widths"] = {m: {t: w[t] for t in kwargs["lens"]} for m, w in THIRD.items()}
+    set_third(protocol, **kwargs)
+    c = judge(protocol, "query-layout separation")
+    assert c["verdict"] == "inconclusive"
+    assert any(reason in x for x in c["inconclusive_reasons"]), c["inconclusive_reasons"]
+
+
+def test_the_searches_recipe_chooses_the_set(protocol):
+    # the same numbers under a constant rate: the second set's rules (the recurrent nets'
+    # slopes, which these "> stop" rows cannot give)
+    set_query(protocol, THIRD, stops=STOPS)
+    c = judge(protocol, "query-layout separation")
+    assert c["set"] == "second" and c["verdict"] == "inconclusive"
+    assert "second set" in c["note"]
+    set_scaling(protocol, WITHIN)
+    protocol["width_scaling"].update(protocol="third set", lr_schedule="cosine",
+                                     steps_per_T={"8": 640, "128": 1280})
+    c = judge(protocol, "transformer width scaling")
+    assert c["verdict"] == "supported" and c["set"] == "third"
+    assert "third set" in c["note"] and "steps per T: 640 at T=8, 1280 at T=128" in c["note"]
+    assert "decayed to 0 by a cosine" in c["note"]
+    assert judge(protocol, "alignment")["set"] == "first"
+
+
+def test_third_set_tightness_keeps_its_rule(protocol):
+    set_tightness(protocol, {3: 10, 4: 14, 6: 20})
+    protocol["fcn_tightness"].update(protocol="third set", lr_schedule="cosine")
+    c = judge(protocol, "FCN tightness")
+    assert c["verdict"] == "supported" and c["set"] == "third"
+    set_tightness(protocol, {3: 10, 4: 14, 6: None})
+    protocol["fcn_tightness"].update(protocol="third set", lr_schedule="cosine")
+    c = judge(protocol, "FCN tightness")
+    assert c["verdict"] == "not supported" and "third set" in c["note"]
+    set_tightness(protocol, {3: 10, 4: 14, 6: 40}, {6: "unresolved"})
+    protocol["fcn_tightness"].update(protocol="third set", lr_schedule="cosine")
+    assert judge(protocol, "FCN tightness")["verdict"] == "inconclusive"
+
+
+@pytest.mark.parametrize("kwargs, expected", [
+    ({"stars": WITHIN}, "supported"),
+    ({"stars": BEYOND, "lowers": {128: 120}}, "not supported"),
+    ({"stars": WITHIN, "status": "unresolved"}, "inconclusive"),
+])
+def test_third_set_scaling_keeps_its_rule(protocol, kwargs, expected):
+    set_scaling(protocol, **kwargs)
+    protocol["width_scaling"].update(protocol="third set", lr_schedule="cosine")
+    c = judge(protocol, "transformer width scaling")
+    assert c["verdict"] == expected and c["set"] == "third"

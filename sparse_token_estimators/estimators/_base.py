@@ -41,6 +41,7 @@ from .. import _layout
 from .._batching import TensorBatches
 from .._device import ResolvedDevice, resolved_device
 from ..callbacks import (
+    CosineSchedule,
     DivergenceCheck,
     EpochStepCheck,
     NoTrainingStepError,
@@ -100,7 +101,7 @@ class _SparseTokenRegressor(NeuralNetRegressor):
                  optimizer=torch.optim.Adam, lr=0.01, max_epochs=30, batch_size=256,
                  iterator_train=TensorBatches, iterator_valid=TensorBatches,
                  train_split=None, verbose=0, device="auto", layout="indicator",
-                 n_selected=None, **kwargs):
+                 n_selected=None, lr_schedule="constant", **kwargs):
         kwargs.setdefault("iterator_train__shuffle", True)
         super().__init__(
             module, optimizer=optimizer, lr=lr, max_epochs=max_epochs,
@@ -112,6 +113,7 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         self.random_state = random_state
         self.layout = layout
         self.n_selected = n_selected
+        self.lr_schedule = lr_schedule
 
     # -- what a subclass may add ---------------------------------------------------
 
@@ -155,6 +157,7 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         return [("validation_split_check", ValidationSplitCheck()),
                 ("epoch_step_check", EpochStepCheck()),
                 ("divergence_check", DivergenceCheck()),
+                ("lr_schedule", CosineSchedule()),
                 *super()._default_callbacks]
 
     def device_scope(self):

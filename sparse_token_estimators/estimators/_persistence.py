@@ -454,7 +454,10 @@ def _check_fits(component, state, what, net, recorded=False):
     if isinstance(component, torch.optim.Optimizer):
         return _check_optimizer_fits(component, state, what)
     expected = component.state_dict()
-    missing = [key for key in expected if key not in state]
+    # a key the module fills in itself when absent (the encoder's pe_scale, saved
+    # since its input scale: older weights load at the scale they were trained at)
+    optional = {key for key in expected if key.rsplit(".", 1)[-1] == "pe_scale"}
+    missing = [key for key in expected if key not in state and key not in optional]
     unexpected = [key for key in state if key not in expected]
     shapes = [f"{key}: saved {_shape(state[key])}, this module {_shape(expected[key])}"
               for key in expected if key in state and _shape(state[key]) != _shape(expected[key])]

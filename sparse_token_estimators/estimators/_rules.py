@@ -119,6 +119,7 @@ COMMON = {
     "token_dim": [NONE, Count(1)],
     "layout": [OneOf("indicator", "query")],
     "n_selected": [NONE, Count(1)],
+    "lr_schedule": [OneOf("constant", "cosine")],
 }
 
 TRANSFORMER = {
@@ -224,6 +225,8 @@ HINTS = {
     "n_selected": ("It is the number q of query rows at the end of every sequence in the "
                    "query layout: None learns it from X at fit; an int fixes it (unused "
                    "in the indicator layout)."),
+    "lr_schedule": ("Pass 'constant' (Adam at lr throughout, the default) or 'cosine' (lr "
+                    "decayed to 0 by a cosine over the fit's steps, stepped per batch)."),
     "pe_dim": "It is the positional-encoding dimension d_p, e.g. pe_dim=64.",
     "positional_encoding": ("'stochastic' draws fresh positions for every sequence and "
                             "predicts at any length."),
@@ -287,7 +290,8 @@ GROUPS = {
     **dict.fromkeys(["criterion", "optimizer", "lr", "max_epochs", "batch_size",
                      "iterator_train", "iterator_valid", "dataset", "train_split",
                      "callbacks", "predict_nonlinearity", "warm_start", "verbose",
-                     "use_caching", "torch_load_kwargs", "random_state"], "setting"),
+                     "use_caching", "torch_load_kwargs", "random_state", "lr_schedule"],
+                    "setting"),
 }
 PREFIX_GROUPS = {
     "module": "structural",

@@ -59,6 +59,10 @@ class SparseTokenFCN(_SparseTokenRegressor):
         is still improving at the end.
     device : str, default="auto"
         "auto" (a GPU when present), "cpu", "cuda" or "cuda:N".
+    lr_schedule : {"constant", "cosine"}, default="constant"
+        Adam's rate throughout a fit: ``lr`` at every step, or ``lr`` decayed to
+        0 by a cosine over the fit's steps, stepped per batch
+        (:class:`~sparse_token_estimators.callbacks.CosineSchedule`).
 
     Attributes
     ----------
@@ -102,12 +106,12 @@ class SparseTokenFCN(_SparseTokenRegressor):
                  hidden_width=256, n_hidden_layers=1, layout="indicator", n_selected=None,
                  random_state=None,
                  optimizer=torch.optim.Adam, lr=0.003, max_epochs=30, batch_size=256,
-                 train_split=None, verbose=0, device="auto", **kwargs):
+                 train_split=None, verbose=0, device="auto", lr_schedule="constant", **kwargs):
         super().__init__(
             module, token_dim=token_dim, layout=layout, n_selected=n_selected,
             random_state=random_state, optimizer=optimizer,
             lr=lr, max_epochs=max_epochs, batch_size=batch_size, train_split=train_split,
-            verbose=verbose, device=device, **kwargs,
+            verbose=verbose, device=device, lr_schedule=lr_schedule, **kwargs,
         )
         self.seq_len = seq_len
         self.hidden_width = hidden_width

@@ -65,6 +65,10 @@ class SparseTokenSSM(_SparseTokenRegressor):
         batch_size=256, 30 epochs.
     device : str, default="auto"
         "auto" (a GPU when present), "cpu", "cuda" or "cuda:N".
+    lr_schedule : {"constant", "cosine"}, default="constant"
+        Adam's rate throughout a fit: ``lr`` at every step, or ``lr`` decayed to
+        0 by a cosine over the fit's steps, stepped per batch
+        (:class:`~sparse_token_estimators.callbacks.CosineSchedule`).
 
     Attributes
     ----------
@@ -105,13 +109,13 @@ class SparseTokenSSM(_SparseTokenRegressor):
                  n_layers=1, layout="indicator", n_selected=None,
                  random_state=None, optimizer=torch.optim.Adam, lr=0.003,
                  max_epochs=30, batch_size=256, train_split=None, verbose=0, device="auto",
-                 **kwargs):
+                 lr_schedule="constant", **kwargs):
         require_mambapy()  # say how to install the extra now, not at the first fit
         super().__init__(
             module, token_dim=token_dim, layout=layout, n_selected=n_selected,
             random_state=random_state, optimizer=optimizer,
             lr=lr, max_epochs=max_epochs, batch_size=batch_size, train_split=train_split,
-            verbose=verbose, device=device, **kwargs,
+            verbose=verbose, device=device, lr_schedule=lr_schedule, **kwargs,
         )
         self.d_model = d_model
         self.d_state = d_state

@@ -1,4 +1,4 @@
-"""The reproduction's critical-width searches: the protocol of the second set of verdicts.
+"""The reproduction's critical-width searches: the protocol of the second and third sets.
 
 Every critical width of a run (the paper's model's pe_dim*, the FCN's m*,
 each architecture's smallest width) is found by the bracketing search of
@@ -8,7 +8,11 @@ a width's score is the best, over its model family's learning-rate grid
 (``ReproductionConfig.lr_grids``), of the validation R^2 averaged over the
 seeds; the crossing is confirmed at the next width, a falling score is
 reported, and both bracketing widths (the widest, past the stop) are
-refitted with twice the steps at their chosen rate, at every T.
+refitted with twice the steps at their chosen rate, at every T. Under the
+third set's recipe each fit's rate decays to 0 by a cosine over its steps
+(the grid gives the peak rates; the doubled fits decay over twice the steps);
+the recipe is the trainings' ``lr_schedule``, and :func:`critical_section`
+records it and the set it belongs to.
 :func:`protocol_searches` turns those searches into rounds of
 :class:`~._models.Fit` (a rate per fit) whose records come back from the
 run's one runner; the rest of this module makes the tables of what they found.
@@ -23,7 +27,7 @@ import numpy as np
 
 from .._critical_width import search_steps
 from ._experiment import find, fmt, markdown_table, seeds_text, summarise
-from ._models import MODELS, Fit, model_name
+from ._models import MODELS, Fit, model_name, training
 
 #: the mean validation R^2 a critical width reaches (``_verdicts.THRESHOLDS``)
 TARGET_R2 = 0.8
@@ -110,14 +114,16 @@ def protocol_searches(config, lens, keys, *, n_train, start, stop, floor):
 
     ``start(key, T, outcome at the T before or None)``, ``stop(key, T)``,
     ``floor(key, T)``: the search's first, widest and narrowest width (each taken to a
-    multiple of :func:`width_multiple`). Returns ``{T: {key: outcome}}``.
+    multiple of :func:`width_multiple`). Returns ``{T: {key: outcome}}``, each outcome
+    with its ``stop``.
     """
     found, previous = {}, {}
     for T in lens:
-        searches = {}
+        searches, tops = {}, {}
         for key in keys:
             m = width_multiple(key)
             top, bottom = stop(key, T) // m * m, -(-floor(key, T) // m) * m
+            tops[key] = top
             first = min(max(start(key, T, previous.get(key)), bottom), top) // m * m
             search = search_steps(first, target=TARGET_R2, stop=top, floor=bottom,
                                   factor=2.0, refine=REFINE, multiple=m)
@@ -125,7 +131,7 @@ def protocol_searches(config, lens, keys, *, n_train, start, stop, floor):
                 config, search, partial(population_fit, config, key, T, n_train(T)),
                 config.lr_grid(MODELS[key].family))
         done = yield from lockstep(searches)
-        found[T] = previous = {key: done[key] for key in keys}
+        found[T] = previous = {key: {**done[key], "stop": tops[key]} for key in keys}
     return found
 
 
@@ -204,6 +210,7 @@ def critical_rows(config, found, summary, extra):
                 "key": key, "model": key,
                 "model_name": model_name(key, config), "seq_len": T,
                 "star": star, "lower": lower, "status": o["status"], "reason": o["reason"],
+                "stop": o.get("stop"),
                 "ratio": upper / lower if lower and upper else None,
                 "evaluated": sorted(o["scores"]), "scores": _by_width(o["scores"]),
                 "doubled_scores": _by_width(o["doubled_scores"]),
@@ -272,11 +279,21 @@ def reason_lines(rows, named=False):
             for r in rows if r["status"] != "found"]
 
 
+#: how a summary says each ``lr_schedule`` of a search's fits
+SCHEDULE_TEXT = {"constant": "Adam at a constant rate",
+                 "cosine": "Adam, each rate a peak decayed to 0 by a cosine over the fit's steps"}
+
+
+def schedule_text(section):
+    """The rate schedule of a critical-width section's fits, in words."""
+    return SCHEDULE_TEXT.get(section.get("lr_schedule", "constant"), section.get("lr_schedule"))
+
+
 def scoring_text(section, n_seeds):
     """How a width's score reaches the target, for a single-model summary."""
     rates = ", ".join(f"{lr:g}" for lr in section["lr_grid"])
     return (f"(mean over {seeds_text(n_seeds)}, at the best of the learning rates {rates}, "
-            f"Adam at a constant rate) reaches {section['target_r2']}")
+            f"{schedule_text(section)}) reaches {section['target_r2']}")
 
 
 def critical_section(config, found, records, parameter, extra):
@@ -285,10 +302,14 @@ def critical_section(config, found, records, parameter, extra):
     and the rate grids."""
     points, summary = collect_points(config, records, found, parameter)
     keys = {k for outcomes in found.values() for k in outcomes}
-    return {"target_r2": TARGET_R2, "refine": REFINE, "protocol": "second set",
+    schedules = {training(m, config).lr_schedule for m in keys} or {"constant"}
+    schedule = schedules.pop() if len(schedules) == 1 else "mixed"
+    return {"target_r2": TARGET_R2, "refine": REFINE,
+            # the third set's recipe decays every rate; a constant rate is the second's
+            "protocol": "third set" if schedule == "cosine" else "second set",
             "lr_grids": {MODELS[m].family: list(config.lr_grid(MODELS[m].family))
                          for m in sorted(keys)},
-            "lr_schedule": "constant (Adam)",
+            "lr_schedule": schedule,
             "points": points, "summary": summary,
             "critical": critical_rows(config, found, summary, extra),
             "critical_per_seed": per_seed_rows(config, points, found)}

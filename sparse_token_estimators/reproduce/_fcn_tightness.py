@@ -6,7 +6,9 @@ whose score reaches 0.8 at each T of ``tightness_seq_lens()``, by the
 protocol of the second set of verdicts (:mod:`._bracket`: the best mean
 validation R^2 over the FCN's learning-rate grid, the crossing confirmed at
 the next width, both bracketing widths, or the widest past the stop,
-refitted with twice the sequences and steps at every T); the search starts
+refitted with twice the sequences and steps at every T; each rate a peak
+decayed by a cosine over the fit's steps where ``tightness_training``'s
+``lr_schedule`` is "cosine", the third set's recipe); the search starts
 at the bound's width and stops at 4 T d, the verdict's limit; trained on
 ``tightness_n_train(T)`` fresh sequences every epoch. The figure: d +
 pe_dim* of the transformer's scaling law and m* of the FCN against T d.

@@ -39,7 +39,8 @@ def describe(fit, config, seed):
         "model": fit.model, "model_name": model_name(fit.model, config),
         "width": fit.model_width(config), width_parameter(fit.model): fit.width,
         "seq_len": fit.seq_len, "data": fit.data, "n_train": fit.training_size(config),
-        "max_steps": fit.max_steps, "lr": fit.learning_rate(config), "seed": seed,
+        "max_steps": fit.max_steps, "lr": fit.learning_rate(config),
+        "lr_schedule": training(fit.model, config).lr_schedule, "seed": seed,
         "layout": _layout(fit),
         # a fused group's records equal the lone fits' to float rounding only: say so
         **({"trainer": "fused"} if config.trainer == "fused" and fused(fit) else {}),

@@ -111,6 +111,25 @@ MODELS.update({f"query_{key}": _query(
         " (1 positional draw)", ", 1 positional draw") + " (query layout; beyond the paper)")
     for key in QUERY_MODELS})
 
+#: the families that attend: every other model of the query layout is a rival of the
+#: encoder in verdict 7 (the recurrent and state-space nets, and the FCN)
+ATTENTION_FAMILIES = ("transformer", "encoder")
+
+
+def query_rivals():
+    """The query layout's rivals of the encoder (verdict 7), by catalogue key: every
+    model of the query layout whose family does not attend, the FCN last.
+
+    Examples
+    --------
+    >>> query_rivals()
+    ('query_gru', 'query_lstm', 'query_rnn', 'query_mamba', 'query_fcn')
+    """
+    rivals = [key for key, spec in MODELS.items()
+              if spec.layout == "query" and spec.family not in ATTENTION_FAMILIES]
+    return tuple(sorted(rivals, key=lambda key: MODELS[key].family == "fcn"))
+
+
 #: family -> the estimator parameter a fit's width sets
 WIDTH_PARAMETERS = {"fcn": "hidden_width", "transformer": "pe_dim", "encoder": "d_model",
                     "rnn": "hidden_size", "ssm": "d_model"}
@@ -217,7 +236,8 @@ class Fit:
         # smallest training set (a single batch) still uses up the budget.
         epochs, budget = (self.max_steps, [StepBudget(self.max_steps)]) if self.max_steps \
             else (train.max_epochs, [])
-        common = {"lr": self.learning_rate(config), "max_epochs": epochs,
+        common = {"lr": self.learning_rate(config), "lr_schedule": train.lr_schedule,
+                  "max_epochs": epochs,
                   "batch_size": train.batch_size, "random_state": seed,
                   "device": config.device, **dict(spec.params)}
         if spec.layout == "query":

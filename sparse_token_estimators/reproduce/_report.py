@@ -9,7 +9,13 @@ from . import _records
 from ._experiment import config_of, markdown_table, seeds_text
 from ._figures import DPI, pyplot
 from ._registry import EXPERIMENTS
-from ._verdicts import FIXED_ON, THRESHOLDS, assess_claims
+from ._verdicts import (
+    FIXED_ON,
+    SECOND_SET_FIXED_ON,
+    THIRD_SET_FIXED_ON,
+    THRESHOLDS,
+    assess_claims,
+)
 
 __all__ = ["THRESHOLDS", "assess_claims", "save_figures", "summary_markdown", "write_outputs"]
 
@@ -186,7 +192,9 @@ def summary_markdown(results, *, figures=True):
             f"in its critical-width searches each rate of the grid "
             f"{', '.join(f'{lr:g}' for lr in grid)} at every width (any other fit: lr="
             f"{t['lr']})")
-        lines.append(f"- {model['name']}: Adam, {rate}, {t['max_epochs']} epochs, "
+        decay = (", each rate decayed to 0 by a cosine over the fit's steps"
+                 if t.get("lr_schedule") == "cosine" else "")
+        lines.append(f"- {model['name']}: Adam, {rate}{decay}, {t['max_epochs']} epochs, "
                      f"batch {t['batch_size']}.")
     lines += ["", "Wang, Wei, Hsu & Lee, *Transformers Provably Learn Sparse Token Selection "
               "While Fully-Connected Nets Cannot* (ICML 2024, arXiv:2406.06893); task of "
@@ -196,7 +204,10 @@ def summary_markdown(results, *, figures=True):
               "(with 'fixed_on'), and the documentation's reproduction page (section "
               "'Verdicts, fixed before the run') gives each verdict's rule; a verdict the run "
               "is too small to decide is 'inconclusive', with the reason and the sizes that "
-              "would decide it.", ""]
+              "would decide it. Verdicts 4, 5 and 7 are judged by the set of verdicts their "
+              "searches' recipe belongs to (a constant rate: the second set, fixed "
+              f"{SECOND_SET_FIXED_ON}; the rate decayed by a cosine: the third, fixed "
+              f"{THIRD_SET_FIXED_ON}); each claim names its set.", ""]
     seeds_header = (f"mean of {config.n_seeds} seeds" if config.n_seeds > 1
                     else "1 seed (no spread)")
     lines += markdown_table(
@@ -208,7 +219,8 @@ def summary_markdown(results, *, figures=True):
         shown = c["verdict"] if c["verdict"] == "supported" else c["verdict"].upper()
         lines += [f"- **{c['claim']}: {shown} by this run** (judged on the mean over "
                   f"{seeds_text(c['n_seeds'])}; {c['seeds_supporting']} of "
-                  f"{c['n_seeds']} support it on their own; model: {c['model']}). "
+                  f"{c['n_seeds']} support it on their own; model: {c['model']}; "
+                  f"{c.get('set', 'first')} set of verdicts). "
                   f"{c['statement']}",
                   f"  Evidence: {c['evidence']}."]
         lines += [f"  Inconclusive: {reason}." for reason in c["inconclusive_reasons"]]

@@ -1,4 +1,4 @@
-"""The seven verdicts, with thresholds fixed before the run (2026-12-01).
+"""The seven verdicts, with thresholds fixed before the run (2026-12-01; sets two and three).
 
 Each verdict reads its experiment's section of the results and says
 "supported", "not supported", or "inconclusive" when the run cannot resolve
@@ -12,6 +12,15 @@ seeds); fewer than ``min_training_sequences`` (samples times epochs) for the
 paper's model; a grid that does not reach what the claim needs; a critical
 width not bracketed or moved by the doubling check; a slope whose bootstrap
 interval over seeds holds its threshold.
+
+Three sets of verdicts were fixed, each before any run of its protocol
+(docs/reproduction.rst). Verdicts 4, 5 and 7 of a run are judged by the set of its
+critical-width searches' recipe, which their section records
+(``protocol``): a constant rate, the second set; the rate decayed by a
+cosine over each fit's steps, the third. Verdicts 4 and 5 keep their rules
+in both; verdict 7 of the third set (:func:`_query_separation_third`)
+replaces the recurrent nets' slopes, beyond a CPU run's steps, by the
+ordering within the run's steps. Each claim names its set (``"set"``).
 """
 
 import math
@@ -22,7 +31,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from ..theory import fcn_lower_bound, transformer_pe_scale
-from ._bracket import bracket_text
+from ._bracket import bracket_text, schedule_text
 from ._config import PAPER
 from ._experiment import (
     config_of,
@@ -61,6 +70,8 @@ THRESHOLDS = {
     "query_target_r2": 0.8, "query_lens": 4, "query_span": 8,
     "query_encoder_max_slope": 0.6, "query_recurrent_min_slope": 0.6, "query_slope_lens": 3,
     "query_none_margin": 0.05,
+    # 7 (third set): each rival searched up to at least this many times the encoder's width
+    "query_rival_stop_factor": 4,
 }
 #: the day the second set (verdict 4 against the best case, the protocol) was fixed
 SECOND_SET_FIXED_ON = "2026-12-01 (evening)"
@@ -69,6 +80,16 @@ RESOLUTION = {"standard_errors": 2.0, "min_training_sequences": 100_000,
               "bootstrap_level": 0.9}
 #: the note of the verdicts of the second set
 _SECOND_SET = "second set of verdicts (fixed " + SECOND_SET_FIXED_ON + ")"
+#: the day the third set (the recipe of a decaying rate, verdict 7's ordering) was fixed
+THIRD_SET_FIXED_ON = "2026-12-02"
+_THIRD_SET = "third set of verdicts (fixed " + THIRD_SET_FIXED_ON + ")"
+#: the set that judges a critical-width section, by its recorded protocol
+_SETS = {"second set": _SECOND_SET, "third set": _THIRD_SET}
+
+
+def _set_note(section):
+    """The note naming the set that judges ``section`` (its searches' recipe)."""
+    return _SETS.get(section.get("protocol", "second set"), _SECOND_SET)
 #: the statuses of a critical width the protocol could not settle
 _UNSETTLED = ("unresolved", "non-monotone")
 #: verdict 7: the best positional encoder's rivals (model, in the evidence, in a reason)
@@ -450,7 +471,15 @@ def _scaling(results, t, r):
                    f"with fresh draws per sequence (q = {q}, no training); and d + pe_dim* "
                    "is below the FCN's m* at every T where both are measured."),
         evidence=evidence, per_seed=per_seed, gates=gates, conditions=conditions,
-        note=_SECOND_SET)
+        note=_set_note(s) + _steps_note(s))
+
+
+def _steps_note(section):
+    """The steps and the schedule of a section's searches, in words."""
+    steps = section.get("steps_per_T")
+    return ("; " + schedule_text(section) + (
+        "; steps per T: " + ", ".join(f"{v} at T={T}" for T, v in steps.items())
+        if steps else ""))
 
 
 def _tightness(results, t, r):
@@ -490,7 +519,7 @@ def _tightness(results, t, r):
                    f"{t['tightness_target_r2']}) is <= {factor} T*d at every T of the run "
                    f"(at least {t['tightness_lens']})."),
         evidence=evidence, per_seed=per_seed, gates=gates, conditions=conditions,
-        checks=[check], note="steps rule at every T: " + _SECOND_SET)
+        checks=[check], note="steps rule at every T: " + _set_note(s) + _steps_note(s))
 
 
 def _query_width(row):
@@ -632,7 +661,8 @@ def _query_separation(results, t, r):
                   per_seed=_query_per_seed(config, s, by, encoders, lens))
 
 
-def _query_per_seed(config, s, by, encoders, lens):
+def _query_per_seed(config, s, by, encoders, lens,
+                    rivals=tuple(m for m, _, _ in _RIVALS)):
     """Each seed's own ordering at every T (its own smallest widths; not reached: the
     widest width searched)."""
     own = {(p["model"], p["seq_len"], p["seed"]): p["star"] for p in s["critical_per_seed"]}
@@ -642,8 +672,177 @@ def _query_per_seed(config, s, by, encoders, lens):
         return row.get("width_offset", 0) + (star if star else max(row["evaluated"]))
 
     return [all(min(width(m, T, seed) for m in encoders)
-                < min(width(rival, T, seed) for rival, _, _ in _RIVALS)
+                < min(width(rival, T, seed) for rival in rivals)
                 for T in lens) for seed in config.seeds()]
+
+
+def _found_or_bounded(row, target):
+    """An encoder row's width in the third set: ``(width, exact)``: found (exact), or
+    unresolved but reaching the target with twice the steps too (an upper bound); None
+    otherwise ("> stop" bounds it from below only)."""
+    bound = _encoder_bound(row, target)
+    return None if bound is None or row["status"] == "> stop" else bound
+
+
+def _short(results, model):
+    return results["models"][model]["name"].split(" (")[0] if model in results["models"] \
+        else model
+
+
+def _rival_condition(results, row, width, exact, factor, T):
+    """Verdict 7b for one rival at T against the best encoder's ``width``: ``(state,
+    text)`` and what the evidence reports of it."""
+    name, fcn = _short(results, row["model"]), row["model"] == "query_fcn"
+    if row["status"] == "> stop":
+        widest = row["lower"]
+        if not fcn and widest < factor * width:
+            return (("unresolved", f"at T={T} the {name} fails up to width {widest} only, "
+                     f"below {factor} x the best encoder's width {width}: a wider stop "
+                     "(query_width_stop) would decide"), f"{name} > {widest}")
+        return ("pass", ""), f"{name} > {widest}"
+    if row["status"] == "found":
+        star = row["star"]
+        if star <= width:
+            return (("fail" if exact else "unresolved",
+                     f"at T={T} the {name} reaches the target at width {star}, not above the "
+                     f"best encoder's width (at most {width}, unresolved): more steps would "
+                     "decide"), f"{name} {star}")
+        return ("pass", ""), (f"{name} {star} (reaches the target between the encoder's width "
+                              f"and its stop: the ordering holds by a factor "
+                              f"{star / width:.1f})")
+    lower = row["lower"]
+    if lower is not None and lower >= width:
+        return ("pass", ""), f"{name} in {bracket_text(row)} ({row['status']})"
+    return (("unresolved", f"at T={T} the {name} is {row['status']} ({row['reason']}), its "
+             f"bracket {bracket_text(row)} reaching down to the best encoder's width {width}: "
+             "more steps would decide"), f"{name} {row['status']}")
+
+
+def _fixed_width_text(section):
+    """Each recurrent net's held-out R^2 at its fixed width against T, beside q/T."""
+    rows = section.get("query_fixed_width_summary") or []
+    models = dict.fromkeys(r["model"] for r in rows)
+    return "; ".join(
+        f"{rows_m[0]['model_name'].split(' (')[0]} at width {rows_m[0]['width']}: " + ", ".join(
+            f"{x['test_r2_mean']:.3f} at T={x['seq_len']} (q/T {x['ceiling']:.3f})"
+            for x in rows_m)
+        for rows_m in (select(rows, "seq_len", model=m) for m in models))
+
+
+def _has_grid(config, family):
+    """Whether the configuration gives ``family`` a rate grid (its own or a fallback)."""
+    try:
+        return bool(config.lr_grid(family))
+    except KeyError:
+        return False
+
+
+#: what verdict 7 of the third set shows and what it does not (its note)
+_THIRD_SET_SHOWS = (
+    "Verdict 7 shows the ordering within this run's steps: each recurrent net and the FCN "
+    "fail where the best positional encoder succeeds, up to several times its width, "
+    "confirmed with twice the steps. It does not show the polynomial width the theory "
+    "predicts for the recurrent nets: their own smallest widths are beyond a CPU run's steps "
+    "(an LSTM at T = 8 needs about 16,000 steps at width 2 T d), so no slope of theirs is "
+    "judged; their R^2 at one fixed width against T is reported beside q/T instead.")
+
+
+def _query_separation_third(results, t, r):
+    """Verdict 7 of the third set: (a) the best positional encoder's width, found or
+    bounded at every T, grows with slope <= ``query_encoder_max_slope``; (b) every rival of
+    the catalogue fails up to ``query_rival_stop_factor`` times that width (the FCN: its
+    own stop), confirmed with twice the steps."""
+    from ._models import MODELS, query_rivals
+
+    config, s = config_of(results), results["architectures"]
+    rows = [x for x in s["critical"] if x.get("layout") == "query"]
+    lens = sorted({x["seq_len"] for x in rows})
+    by = {}
+    for x in rows:
+        by.setdefault(x["model"], {})[x["seq_len"]] = x
+    encoders = [m for m in by if m.startswith("query_encoder_") and m != "query_encoder_none"]
+    absolute = [m for m in encoders if m != "query_encoder_rope"]
+    rivals, factor, target = query_rivals(), t["query_rival_stop_factor"], s["target_r2"]
+    families = sorted({"encoder", *(MODELS[m].family for m in rivals)})
+    gates = [_target_gate(s, t["query_target_r2"], "searches'"),
+             _lens_gate("the query layout's widths", lens, t["query_lens"], t["query_span"],
+                        " (query_lens, e.g. 8, 16, 32, 64)"),
+             ("query_encoder_rope" in encoders and bool(absolute)
+              and all(set(by[m]) == set(lens) for m in encoders),
+              "the verdict needs RoPE and at least one absolute encoding searched at every T "
+              f"of the query layout; searched: {', '.join(encoders) or 'none'} "
+              "(query_searched)")]
+    gates += [(m in by and set(by[m]) == set(lens),
+               f"the {_short(results, m)} is not searched at every T of the query layout")
+              for m in rivals]
+    gates += [_grid_gate(config, family, t) if _has_grid(config, family) else
+              (False, f"no learning-rate grid for the {family} family (lr_grids)")
+              for family in families]
+    judged = partial(
+        verdict, "query-layout separation",
+        model="the query layout's architectures (beyond the paper)", gates=gates,
+        note=_THIRD_SET + ". " + _THIRD_SET_SHOWS,
+        statement=(f"In the query layout, at every T of the run (at least {t['query_lens']} "
+                   f"values spanning at least {t['query_span']}x): (a) the best encoder with "
+                   "a positional encoding (RoPE and at least one absolute encoding searched) "
+                   f"has its smallest width reaching mean validation R^2 {t['query_target_r2']} "
+                   "found or bounded at every T, and the log-log slope of that width against "
+                   f"T over at least {t['query_slope_lens']} T where it is found is <= "
+                   f"{t['query_encoder_max_slope']}; (b) every recurrent or state-space net "
+                   f"of the package ({', '.join(_short(results, m) for m in rivals[:-1])}) "
+                   f"fails to reach it at every width up to at least {factor} x the encoder's "
+                   "width at that T, and the FCN up to its own stop (4 T d), confirmed at the "
+                   "stop with twice the steps; a rival reaching it at or below the encoder's "
+                   "width fails the verdict, one reaching it between that width and its stop "
+                   "is reported with its width."))
+    if not all(ok for ok, _ in gates):
+        return judged(evidence="not measured", per_seed=[False for _ in config.seeds()])
+    conditions, best, evidence = [], {}, []
+    for T in lens:
+        bounds = {m: _found_or_bounded(by[m][T], target) for m in encoders}
+        bounds = {m: b for m, b in bounds.items() if b is not None}
+        if not bounds:
+            conditions.append(("unresolved", f"at T={T} no encoder with a positional "
+                               "encoding has its width found or bounded: more steps "
+                               "(query_n_train) or a wider query_width_stop would decide"))
+            evidence.append(f"T={T}: no encoder width found or bounded")
+            continue
+        winner = min(bounds, key=lambda m: (bounds[m][0], not bounds[m][1]))
+        width, exact = bounds[winner]
+        best[T] = (winner, width, exact)
+        texts = []
+        for m in rivals:
+            condition, text = _rival_condition(results, by[m][T], width, exact, factor, T)
+            conditions.append(condition)
+            texts.append(text)
+        evidence.append(f"T={T}: best positional encoder {_short(results, winner)} "
+                        + (str(width) if exact else
+                           f"<= {width} (unresolved: {by[winner][T]['reason']})")
+                        + "; " + ", ".join(texts))
+    widths = {T: width for T, (_, width, exact) in best.items() if exact}
+    slope = None
+    if len(widths) < t["query_slope_lens"]:
+        conditions.append(("unresolved", f"the best positional encoder's width is found at "
+                           f"{len(widths)} T ({', '.join(map(str, widths)) or 'none'}); a "
+                           f"slope needs {t['query_slope_lens']}: more steps (query_n_train) "
+                           "would decide"))
+    else:
+        slope = loglog_slope(list(widths), list(widths.values()))
+        conditions.append(("pass" if slope <= t["query_encoder_max_slope"] else "fail", ""))
+    evidence.append(f"log-log slope of the best positional encoder's width over the T where "
+                    f"found: {fmt(slope, '.2f')}")
+    fixed = _fixed_width_text(s)
+    if fixed:
+        evidence.append("reported, not judged, held-out R^2 at one fixed width: " + fixed)
+    none_ok = [x["test_r2"] <= x["ceiling"] + t["query_none_margin"]
+               for x in s.get("query_sanity", [])]
+    above = _points_above_bound(config, select(s["points"], model="query_fcn"))
+    checks = [(f"the encoder without positional encoding never exceeds held-out R^2 q/T + "
+               f"{t['query_none_margin']} (it is symmetric in the token rows): {sum(none_ok)} "
+               f"of {len(none_ok)} fits", bool(none_ok) and all(none_ok)),
+              _bound_check("of the query layout", above)]
+    return judged(evidence="; ".join(evidence), conditions=conditions, checks=checks,
+                  per_seed=_query_per_seed(config, s, by, encoders, lens, rivals))
 
 
 #: the verdicts in the reproduction page's order, with the section each needs
@@ -651,7 +850,9 @@ VERDICTS = (("width_separation", lambda res, t, r: _separation(res, t, r, popula
             ("length_generalisation", _length), ("alignment", _alignment),
             ("width_scaling", _scaling), ("fcn_tightness", _tightness),
             ("population", lambda res, t, r: _separation(res, t, r, population=True)),
-            ("architectures", _query_separation))
+            ("architectures", lambda res, t, r: (
+                _query_separation_third if res["architectures"].get("protocol") == "third set"
+                else _query_separation)(res, t, r)))
 
 
 def assess_claims(results, thresholds=THRESHOLDS, resolution=RESOLUTION):
@@ -660,8 +861,17 @@ def assess_claims(results, thresholds=THRESHOLDS, resolution=RESOLUTION):
     Returns a list of dicts: ``claim``, ``model``, ``statement``, ``verdict``
     ("supported", "not supported" or "inconclusive", on the mean over seeds), ``supported``,
     ``inconclusive_reasons`` (and what would decide), ``seeds_supporting``,
-    ``n_seeds``, ``evidence``, ``note`` and ``sanity_checks``. Other
+    ``n_seeds``, ``evidence``, ``note``, ``sanity_checks`` and ``set`` (the set of
+    verdicts whose rules judged it: "first", "second" or "third"). Other
     ``thresholds`` judge the same numbers by other standards.
     """
-    return [judge(results, thresholds, resolution) for key, judge in VERDICTS
-            if key in results]
+    claims = [judge(results, thresholds, resolution) for key, judge in VERDICTS
+              if key in results]
+    for claim, key in zip(claims, [key for key, _ in VERDICTS if key in results]):
+        claim["set"] = (results[key].get("protocol", "second set").split()[0]
+                        if key in _JUDGED_BY_PROTOCOL else "first")
+    return claims
+
+
+#: the verdicts whose set is their searches' recipe (the others keep the first set's rules)
+_JUDGED_BY_PROTOCOL = ("width_scaling", "fcn_tightness", "architectures")

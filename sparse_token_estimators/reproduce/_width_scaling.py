@@ -9,7 +9,9 @@ the next width, both bracketing widths refitted with twice the sequences
 (and steps) at every T. The search starts from ``scaling_pe_start`` at the
 smallest T and from the pe_dim* before at each later T (shrinking to
 ``scaling_pe_floor`` when its start passes). Every fit trains on
-``scaling_n_train`` fresh sequences every epoch. Beside it, pe_dim_best:
+``scaling_n_train_at(T)`` fresh sequences every epoch (the steps per T of
+the configuration), at the scaling training's ``lr_schedule`` (the third
+set: each rate of the grid a peak decayed by a cosine over the fit's steps). Beside it, pe_dim_best:
 the best case W = c I at its best c with fresh draws per sequence
 (:func:`~sparse_token_estimators.theory.pe_dim_best`, no training).
 """
@@ -75,7 +77,7 @@ class WidthScaling(Experiment):
     def search(self, config):
         return protocol_searches(
             config, config.scaling_seq_lens(), [MODEL],
-            n_train=lambda T: config.scaling_n_train,
+            n_train=config.scaling_n_train_at,
             start=lambda key, T, previous: previous["width"] if previous and previous["width"]
             else config.scaling_pe_start,
             stop=lambda key, T: config.scaling_pe_stop,
@@ -87,7 +89,9 @@ class WidthScaling(Experiment):
 
         def extra(row):
             star, T = row["star"], row["seq_len"]
+            n_train = config.scaling_n_train_at(T)
             return {"width_star": None if star is None else config.token_dim + star,
+                    "n_train": n_train, "steps": config.scaling_training.steps(n_train),
                     "pe_dim_best": best[T],
                     "star_over_best": None if star is None else star / best[T],
                     "q_log_t": transformer_pe_scale(T, q)}
@@ -105,6 +109,7 @@ class WidthScaling(Experiment):
         return {**s, "model": MODEL, "model_name": model_name(MODEL, config),
                 "n_train": config.scaling_n_train,
                 "steps": config.scaling_training.steps(config.scaling_n_train),
+                "steps_per_T": {str(r["seq_len"]): r["steps"] for r in s["critical"]},
                 "batch_size": config.scaling_training.batch_size,
                 "lr_grid": list(config.lr_grid("transformer")), "slope": slope,
                 "best_slope": best_slope,
@@ -119,8 +124,8 @@ class WidthScaling(Experiment):
         lines = [f"{s['model_name']}: the smallest pe_dim whose validation R^2 "
                  f"{scoring_text(s, config.n_seeds)}, by a bracketing search refined to a factor "
                  f"{s['refine']:.3f} and confirmed at the next width; trained on the "
-                 f"population ({s['n_train']} fresh sequences every epoch, {s['steps']} "
-                 "steps); both bracketing widths refitted with twice the sequences and steps "
+                 f"population (fresh sequences every epoch; steps per T: {_steps_text(s)}); "
+                 "both bracketing widths refitted with twice the sequences and steps "
                  "at every T (steps check). Beside it pe_dim_best: the best case W = c I at "
                  "its best c, fresh positional draws per sequence, no training.", ""]
         lines += critical_table(s["critical"], [
@@ -136,6 +141,14 @@ class WidthScaling(Experiment):
 
     def figures(self):
         return {"width_scaling.png": plot_width_scaling}
+
+
+def _steps_text(section):
+    """The steps of the fits at each T (before the doubling check)."""
+    steps = section.get("steps_per_T") or {}
+    if not steps:
+        return f"{section['steps']} at every T ({section['n_train']} sequences per epoch)"
+    return ", ".join(f"{v} at T={T}" for T, v in steps.items())
 
 
 def _interval(section):
