@@ -46,7 +46,11 @@ NEXT_RUNS = {
 
 #: each scale's wall time as measured (3 seeds, 2 CPU cores; the reproduction page of
 #: the documentation gives each run)
-SCALE_TIMES = {"first": "about 2 min", "quick": "about 15 min", "paper": "about 79 min"}
+#: measured wall times; quick and paper before the third set's recipe (more steps, cosine
+#: schedule, rivals searched to 4x the encoder's width) and Mamba, which lengthen both
+SCALE_TIMES = {"first": "about 2 min",
+               "quick": "15 min before the third set's recipe and Mamba, longer now",
+               "paper": "79 min before the third set's recipe and Mamba, longer now"}
 
 #: seconds to wait for a scheduler to accept a connection
 SCHEDULER_TIMEOUT = 2.0
