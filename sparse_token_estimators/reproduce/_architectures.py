@@ -497,7 +497,9 @@ def plot_architectures(results):
         (_width_bars if one_T else _width_lines)(ax, s, rows)
         ax.set_title(f"{lay.capitalize()} layout: smallest width with validation R^2 >= "
                      f"{s['target_r2']}", fontsize=MIN_FONT + 1)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=MIN_FONT)
+        # the bars' tick labels take three lines: their legend sits below them
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22 if one_T else -0.14), ncol=2,
+                  fontsize=MIN_FONT)
     spanned = [r["seq_len"] for r in s["critical"]]
     fig.suptitle(f"More architectures (beyond the paper; {task_title(config, spanned)})",
                  fontsize=MIN_FONT + 2)

@@ -101,7 +101,7 @@ def write_outputs(results, out_dir, *, plots=True, about=None):
     ...     names = [p.name for p in write_outputs(run(SMOKE, progress=False), out,
     ...                                            plots=False)]
     >>> names[:2], names[-2:], len(names)
-    (['results.json', 'fits.csv'], ['summary.md', 'manifest.json'], 31)
+    (['results.json', 'fits.csv'], ['summary.md', 'manifest.json'], 32)
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
