@@ -862,16 +862,18 @@ def test_query_layout_X_in_an_indicator_estimator_says_to_pass_the_layout(name):
     make_estimator(name, layout="query", max_epochs=1).fit(X, y)  # the fix works
 
 
+@pytest.mark.parametrize("method", ["fit", "partial_fit"])
 @pytest.mark.parametrize("request_value", [True, "weights"])
-def test_set_fit_request_refuses_sample_weight(request_value):
+def test_set_fit_request_refuses_sample_weight(request_value, method):
     import sklearn
 
     est = make_estimator("fcn")
+    setter = getattr(est, f"set_{method}_request")
     with sklearn.config_context(enable_metadata_routing=True):
         before = str(est.get_metadata_routing())
-        with pytest.raises(TypeError, match=r"SparseTokenFCN\.fit does not support "
+        with pytest.raises(TypeError, match=rf"SparseTokenFCN\.{method} does not support "
                                             r"sample_weight.*cannot be requested.*repeat"):
-            est.set_fit_request(sample_weight=request_value)
+            setter(sample_weight=request_value)
         assert str(est.get_metadata_routing()) == before  # nothing changed
-        assert est.set_fit_request(sample_weight=False) is est
+        assert setter(sample_weight=False) is est
         assert est.set_score_request(sample_weight=True) is est  # score takes weights

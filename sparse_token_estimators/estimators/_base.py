@@ -636,16 +636,23 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         -------
         self : estimator
         """
-        # fit refuses sample_weight: requesting it would only fail later, inside a search
-        if kwargs.get("sample_weight") not in (None, False):
-            raise TypeError(
-                f"{type(self).__name__}.fit does not support sample_weight (every "
-                "sequence is weighted equally), so it cannot be requested: "
-                "set_fit_request(sample_weight=True) would route weights that fit "
-                "refuses. To weight sequences, repeat or resample them; "
-                "score(X, y, sample_weight=...) does take weights "
-                "(set_score_request(sample_weight=True)).")
+        _refuse_sample_weight_request(self, "fit", kwargs)
         return super().set_fit_request(**kwargs)
+
+    def set_partial_fit_request(self, **kwargs):
+        """Refuse ``sample_weight``, as ``set_fit_request`` does (``partial_fit`` takes none).
+
+        Parameters
+        ----------
+        **kwargs : dict
+            Metadata names and whether ``partial_fit`` requests them, as in scikit-learn.
+
+        Returns
+        -------
+        self : estimator
+        """
+        _refuse_sample_weight_request(self, "partial_fit", kwargs)
+        return super().set_partial_fit_request(**kwargs)
 
     # -- saving, loading, pickling -------------------------------------------------
 
@@ -790,3 +797,16 @@ def _non_finite(net, y_pred, X):
             f"(inf or NaN) of {y_pred.size}: the model's outputs overflow float32 on this "
             f"X{largest}. Scale X as the training data was scaled, or refit on data of this "
             "range.")
+
+
+def _refuse_sample_weight_request(net, method, requests):
+    # the training methods refuse sample_weight: requesting it would only fail later,
+    # inside a search
+    if requests.get("sample_weight") not in (None, False):
+        raise TypeError(
+            f"{type(net).__name__}.{method} does not support sample_weight (every "
+            "sequence is weighted equally), so it cannot be requested: "
+            f"set_{method}_request(sample_weight=True) would route weights that {method} "
+            "refuses. To weight sequences, repeat or resample them; "
+            "score(X, y, sample_weight=...) does take weights "
+            "(set_score_request(sample_weight=True)).")
