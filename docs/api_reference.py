@@ -59,8 +59,10 @@ SECTIONS = [
      "two models, for comparing architectures on the same task."),
     ("sparse_token_estimators.ssm", "Selective state-space model (torch modules)",
      "Mamba (a stack of ``mambapy`` blocks, the ``ssm`` extra), the module of "
-     ":class:`~sparse_token_estimators.SparseTokenSSM`, and the selective scan written "
-     "as its recurrence, which the tests check ``mambapy``'s parallel scan against."),
+     ":class:`~sparse_token_estimators.SparseTokenSSM`; the fused selective scan its "
+     "blocks run (a loop in place with a hand-written backward, several times faster "
+     "on a CPU than ``mambapy``'s parallel scan); and the selective scan written as its "
+     "recurrence, which the tests check both scans against."),
     ("sparse_token_estimators.positional", "Positional encodings",
      "Where the transformer's position vectors p_i come from."),
 ]

@@ -28,6 +28,10 @@ class SparseTokenSSM(_SparseTokenRegressor):
     ``2 * d_model * d_state`` numbers along the sequence (the scan's state,
     two channels per width unit). It takes any length but has seen only the
     training one. It has no attention, so no ``predict_attention``.
+    Its blocks run the package's fused selective scan
+    (:func:`~sparse_token_estimators.ssm.selective_scan_fused`, several times
+    faster on a CPU, checked against ``mambapy``'s parallel scan and the
+    plain recurrence); ``module__scan="mambapy"`` runs ``mambapy``'s own.
 
     Needs the optional extra: ``pip install 'sparse-token-estimators[ssm]'``
     (the ``mambapy`` package); without it the constructor raises an
