@@ -235,6 +235,11 @@ def config_identity(config):
         fields.pop(name, None)
     if fields.get("trainer") == "exact":  # bit for bit the lone fits: the records as before
         del fields["trainer"]
+    # the architectures experiment on every seed (None, or not fewer than n_seeds): the
+    # records of the configurations from before the field, kept under the same identity
+    k = fields.get("architecture_n_seeds", None)
+    if k is None or k >= fields["n_seeds"]:
+        fields.pop("architecture_n_seeds", None)
     return json.loads(json.dumps(fields))
 
 
