@@ -29,8 +29,12 @@ RECORDS, CONFIG_FILE, MANIFEST = "records", "config.json", "manifest.json"
 #: the lock file of a run's directory (``RunLock``)
 LOCK_FILE = ".lock"
 
-#: configuration fields that change how a run is executed, not its numbers
-EXECUTION_FIELDS = ("n_jobs",)
+#: configuration fields that change how a run is executed or how much of it runs, never a
+#: record's numbers: a record is one (fit, seed), the same whichever experiments ask for
+#: it and however many seeds the run has, so a run with more seeds or other experiments
+#: reuses the records it shares with an earlier one in the same folder (the same for the
+#: seeds of the architectures experiment, ``architecture_n_seeds``)
+EXECUTION_FIELDS = ("n_jobs", "n_seeds", "experiments", "architecture_n_seeds")
 
 #: why a number is missing, by the key it would have had (``strict_json``)
 MISSING_REASONS = {
@@ -235,11 +239,6 @@ def config_identity(config):
         fields.pop(name, None)
     if fields.get("trainer") == "exact":  # bit for bit the lone fits: the records as before
         del fields["trainer"]
-    # the architectures experiment on every seed (None, or not fewer than n_seeds): the
-    # records of the configurations from before the field, kept under the same identity
-    k = fields.get("architecture_n_seeds", None)
-    if k is None or k >= fields["n_seeds"]:
-        fields.pop("architecture_n_seeds", None)
     return json.loads(json.dumps(fields))
 
 
