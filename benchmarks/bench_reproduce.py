@@ -55,9 +55,10 @@ def estimate_rows(seeds, n_jobs):
     for scale, preset in reproduce.SCALES.items():
         config = reproduce.with_sizes(preset, n_seeds=seeds)
         fits = planned_fits(config)
-        cpu = sum(fit.cost(config) for fit in fits) * config.n_seeds
+        # each fit once per seed of its own (the architectures': architecture_n_seeds)
+        cpu = sum(fit.cost(config) * len(fit.seeds(config)) for fit in fits)
         rows.append({"scale": scale, "seeds": config.n_seeds,
-                     "planned_fits": len(fits) * config.n_seeds,
+                     "planned_fits": sum(len(fit.seeds(config)) for fit in fits),
                      "est_fit_cpu_s": cpu, "workers": workers,
                      "est_wall_s": cpu / workers})
     return rows

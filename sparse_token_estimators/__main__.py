@@ -35,6 +35,7 @@ from .reproduce._config import MAX_SEED
 #: the options the configuration's fields come from, for the messages
 FLAGS = {"seq_len": "--seq-len", "token_dim": "--token-dim", "n_selected": "--n-selected",
          "n_samples": "--n-samples", "seeds": "--seeds", "seed": "--seed",
+         "architecture_n_seeds": "--architecture-seeds",
          "n_jobs": "--n-jobs", "device": "--device"}
 
 #: the runs the closing lines suggest after a run at each scale
@@ -121,8 +122,9 @@ def build_parser():
         help="output folder (default: results); it holds one run: each finished fit is "
              "saved in OUT/records as it finishes, and the same command run again resumes "
              "from there by default, fitting only what is missing (a folder holding another "
-             "configuration's records is refused; --seeds and --n-jobs are not part of it: "
-             "a run with more seeds reuses the seeds it shares); the outputs of an earlier run there "
+             "configuration's records is refused; --seeds, --architecture-seeds and "
+             "--n-jobs are not part of it: a run with more seeds reuses the seeds it "
+             "shares); the outputs of an earlier run there "
              "that this one does not write (e.g. its figures under --no-plots) are "
              "removed; manifest.json, written last, lists the files of the run; a folder "
              "holding files that no run wrote is refused, and so is one that another run "
@@ -138,6 +140,11 @@ def build_parser():
     parser.add_argument("--seeds", type=_count(1), default=None, dest="n_seeds",
                         help="number of seeds, each its own data and models "
                              "(default 3); every number is a mean and spread over them")
+    parser.add_argument("--architecture-seeds", type=_count(1), default=None,
+                        dest="architecture_n_seeds", metavar="N",
+                        help="the architectures experiment (verdict 7), the costliest, on the "
+                             "first N of the seeds only (default: 2 at --scale quick, every "
+                             "seed otherwise); the summary says so")
     sizes = parser.add_argument_group("task sizes (defaults depend on --scale)")
     sizes.add_argument("--seq-len", type=_count(1), help="sequence length T")
     sizes.add_argument("--token-dim", type=_count(1), help="token dimension d")
@@ -225,7 +232,8 @@ def _build_config(parser, args):
         config = reproduce.with_sizes(
             reproduce.SCALES[args.scale], seq_len=args.seq_len, token_dim=args.token_dim,
             n_selected=args.n_selected, n_samples=args.n_samples, seed=args.seed,
-            n_seeds=args.n_seeds, device=args.device, n_jobs=args.n_jobs,
+            n_seeds=args.n_seeds, architecture_n_seeds=args.architecture_n_seeds,
+            device=args.device, n_jobs=args.n_jobs,
         )
         check_int(config.n_samples, "n_samples")
         check_int(config.n_seeds, "seeds")

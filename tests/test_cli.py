@@ -76,6 +76,8 @@ def _usage_error(argv, capsys):
     (["--seq-len", "4", "--n-selected", "4"], "got n_selected=4 with seq_len=4"),
     (["--n-samples", "0"], "argument --n-samples: expected an integer >= 1; got 0"),
     (["--seeds", "two"], "argument --seeds: expected an integer >= 1; got 'two'"),
+    (["--architecture-seeds", "0"], "argument --architecture-seeds: expected an integer >= 1; "
+                                    "got 0"),
     (["--device", "tpu"], "--device: device must be"),
 ])
 def test_bad_arguments_are_usage_errors_before_any_fit(argv, message, no_fit, smoke_scale,

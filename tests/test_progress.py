@@ -118,7 +118,9 @@ def test_progress_draws_a_bar_with_tqdm(capsys):
 
 
 def test_run_advances_once_per_fit():
-    planned = len(planned_fits(SMOKE)) * SMOKE.n_seeds
+    # each planned fit once per seed of its own (the architectures': architecture_n_seeds)
+    planned = sum(len(fit.seeds(SMOKE)) for fit in planned_fits(SMOKE))
+    assert planned < len(planned_fits(SMOKE)) * SMOKE.n_seeds
     progress = Counting()
     progress.total = planned
     results = run(SMOKE, progress=progress)

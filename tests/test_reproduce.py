@@ -41,8 +41,9 @@ def test_every_fit_is_made_once_per_seed(results):
         fit = Fit(r["model"], r[width_parameter(r["model"])], r["seq_len"], r["data"],
                   r["n_train"], r["max_steps"])
         seeds.setdefault((fit, r["lr"]), []).append(r["seed"])
-    # each fit made for every seed, once; the planned fits among them, and the searches'
-    assert all(sorted(s) == SMOKE.seeds() for s in seeds.values())
+    # each fit made for each of its seeds, once (the architectures experiment's for its
+    # seeds alone); the planned fits among them, and the searches'
+    assert all(sorted(s) == fit.seeds(SMOKE) for (fit, _), s in seeds.items())
     made = set(seeds)
     for fit in planned:
         assert (replace(fit, n_train=fit.training_size(SMOKE)), fit.learning_rate(SMOKE)) \
@@ -62,7 +63,10 @@ def test_claims_name_the_model_and_count_seeds(results):
                             "transformer width scaling", "FCN tightness",
                             "width separation on the population", "query-layout separation"]
     for c in claims.values():
-        assert c["n_seeds"] == SMOKE.n_seeds and 0 <= c["seeds_supporting"] <= c["n_seeds"]
+        # verdict 7 on the architectures experiment's seeds alone (architecture_n_seeds)
+        n = len(SMOKE.architecture_seeds()) if c["claim"] == "query-layout separation" \
+            else SMOKE.n_seeds
+        assert c["n_seeds"] == n and 0 <= c["seeds_supporting"] <= c["n_seeds"]
         if c["claim"] not in ("FCN tightness", "transformer width scaling",
                               "query-layout separation"):
             assert c["model"] == "transformer, paper's model (1 positional draw)"
@@ -429,3 +433,47 @@ def test_a_results_config_is_rebuilt_into_the_run_configuration(results):
     assert ReproductionConfig.from_dict(results["config"]) == SMOKE
     with pytest.raises(ValueError, match=r"has no field \['colour'\]"):
         ReproductionConfig.from_dict({**saved, "colour": "blue"})
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5, "2"])
+def test_config_refuses_an_architecture_n_seeds_that_is_no_count(bad):
+    with pytest.raises(ValueError, match="architecture_n_seeds must be None .every seed of "
+                                         "the run. or a whole number of seeds >= 1"):
+        replace(SMOKE, architecture_n_seeds=bad)
+
+
+def test_the_architectures_experiment_takes_the_first_seeds_of_the_run():
+    from sparse_token_estimators.reproduce import PAPER, QUICK
+    from sparse_token_estimators.reproduce._models import MODELS, model_seeds
+
+    # the quick run's budget: 2 of its 3 seeds; the paper scale: every seed
+    assert (QUICK.n_seeds, QUICK.architecture_n_seeds, QUICK.architecture_seeds()) == \
+        (3, 2, [0, 1])
+    assert PAPER.architecture_n_seeds is None and PAPER.architecture_seeds() == [0, 1, 2]
+    assert replace(QUICK, seed=7).architecture_seeds() == [7, 8]
+    # never more than the run has: --seeds 1 at the quick scale is one seed everywhere
+    assert replace(QUICK, n_seeds=1).architecture_seeds() == [0]
+    # every model trained as the architectures are (the query layout's paper's model and
+    # FCN too) takes those seeds; every other model, the run's
+    for key, spec in MODELS.items():
+        expected = [0, 1] if spec.training == "architecture_training" else [0, 1, 2]
+        assert model_seeds(key, QUICK) == Fit(key, 4, 10).seeds(QUICK) == expected, key
+    assert model_seeds("query_paper", QUICK) == model_seeds("query_fcn", QUICK) == [0, 1]
+
+
+def test_a_results_file_from_before_architecture_n_seeds_loads_with_every_seed():
+    from dataclasses import asdict
+
+    from sparse_token_estimators.reproduce import QUICK, ReproductionConfig
+    from sparse_token_estimators.reproduce._records import config_identity
+
+    old = asdict(replace(QUICK, architecture_n_seeds=None))
+    del old["architecture_n_seeds"]  # as a results.json written before the field holds it
+    config = ReproductionConfig.from_dict(json.loads(json.dumps(old)))
+    assert config.architecture_n_seeds is None
+    assert config.architecture_seeds() == config.seeds() == [0, 1, 2]
+    # no record's numbers depend on it (a record is one fit at one seed): a record folder
+    # keeps its configuration whatever it says, the folders from before it included
+    assert config_identity(QUICK) == config_identity(config) == \
+        config_identity(replace(config, architecture_n_seeds=1))
+    assert "architecture_n_seeds" not in config_identity(QUICK)

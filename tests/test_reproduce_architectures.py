@@ -1,12 +1,13 @@
 """The reproduction's architectures experiment (beyond the paper): on the SMOKE run's results."""
 
 import copy
+import json
 
 import pytest
 
 from sparse_token_estimators import reproduce
 from sparse_token_estimators._critical_width import STATUSES
-from sparse_token_estimators.reproduce import SMOKE
+from sparse_token_estimators.reproduce import SMOKE, ReproductionConfig
 from sparse_token_estimators.reproduce._architectures import (
     EXPERIMENT,
     LENGTH_MODELS,
@@ -59,10 +60,11 @@ def test_the_experiment_is_in_the_run(results):
     named = {f * SMOKE.seq_len for f in SMOKE.length_factors}
     assert {r["model"] for r in section["lengths"]} == {*LENGTH_MODELS, *QUERY_LENGTH_MODELS}
     assert {r["length"] for r in section["lengths"]} == named
-    assert {r["seed"] for r in section["lengths"]} == set(SMOKE.seeds())
+    # the experiment's seeds (architecture_n_seeds), not the run's
+    assert {r["seed"] for r in section["lengths"]} == set(SMOKE.architecture_seeds())
     # the no-PE encoder of the query layout at every T, every seed: the sanity check
     assert sorted((r["seq_len"], r["seed"]) for r in section["query_sanity"]) == sorted(
-        (T, s) for T in SMOKE.query_seq_lens() for s in SMOKE.seeds())
+        (T, s) for T in SMOKE.query_seq_lens() for s in SMOKE.architecture_seeds())
     assert all(r["ceiling"] == SMOKE.n_selected / r["seq_len"] for r in section["query_sanity"])
     # every fit of the experiment is named in the run's list of fits
     ours = [f for f in results["fits"] if "architectures" in f["used_by"]]
@@ -228,7 +230,8 @@ def test_each_recurrent_rival_is_scored_at_one_width_at_every_t(results):
         (m, T) for m in recurrent_rivals(SMOKE) for T in SMOKE.query_seq_lens()}
     assert all(r["width"] == stops[r["model"]] for r in rows)
     assert all(r["ceiling"] == SMOKE.n_selected / r["seq_len"] for r in rows)
-    assert len(rows) == len(SMOKE.seeds()) * len(section["query_fixed_width_summary"])
+    assert len(rows) == len(SMOKE.architecture_seeds()) * len(
+        section["query_fixed_width_summary"])
     summary = reproduce.summary_markdown(results, figures=False)
     assert "each recurrent net at one fixed width" in summary
     assert "What verdict 7 shows, and what it does not" in summary
@@ -240,3 +243,79 @@ def test_every_fit_records_its_schedule(results):
     assert ("paper", "constant") in schedules and ("fcn", "constant") in schedules
     assert ("query_gru", "cosine") in schedules and ("fcn_tightness", "cosine") in schedules
     assert ("paper_scaling", "cosine") in schedules
+
+
+def test_the_experiment_takes_the_first_architecture_n_seeds_seeds(results):
+    # SMOKE: 2 seeds, the architectures experiment on the first alone (as QUICK's 2 of 3)
+    assert SMOKE.architecture_seeds() == [SMOKE.seed] and SMOKE.n_seeds == 2
+    ours = [f for f in results["fits"] if "architectures" in f["used_by"]]
+    others = [f for f in results["fits"] if "architectures" not in f["used_by"]]
+    assert ours and others
+    assert {f["seed"] for f in ours} == set(SMOKE.architecture_seeds())
+    assert {f["seed"] for f in others} == set(SMOKE.seeds())
+    # no fit of the experiment is another's: each trains with architecture_training
+    assert all(MODELS[f["model"]].training == "architecture_training" for f in ours)
+    assert all(MODELS[f["model"]].training != "architecture_training" for f in others)
+    section = results["architectures"]
+    assert section["seeds"] == SMOKE.architecture_seeds()
+    for rows in ("points", "critical_per_seed", "lengths", "query_sanity", "query_fixed_width"):
+        assert {r["seed"] for r in section[rows]} == set(SMOKE.architecture_seeds()), rows
+    claim = next(c for c in results["claims"] if c["claim"] == "query-layout separation")
+    assert claim["n_seeds"] == 1 and "uses 1 seed of the run's 2" in claim["note"]
+    summary = reproduce.summary_markdown(results, figures=False)
+    said = ("The architectures experiment uses 1 seed of the run's 2 (seed 0; "
+            "architecture_n_seeds=1): its fits are the run's costliest")
+    # in the run's paragraph, the experiment's section and verdict 7's note
+    assert summary.count(said) == 3
+    assert "| **inconclusive** (mean of 1 seed) |" in summary or \
+        "| supported (mean of 1 seed) |" in summary or \
+        "| **not supported** (mean of 1 seed) |" in summary
+
+
+def test_two_architecture_seeds_of_three_end_to_end_from_the_command_line(
+        monkeypatch, tmp_path, capsys):
+    from dataclasses import replace
+
+    from sparse_token_estimators import __main__ as cli
+    from sparse_token_estimators.reproduce import _records
+
+    # the architectures experiment beside one other, at SMOKE's sizes
+    config = replace(SMOKE, experiments=("width_separation", "architectures"),
+                     architecture_n_seeds=None)
+    monkeypatch.setitem(reproduce.SCALES, "quick", config)
+    assert cli.main(["--quick", "--out", str(tmp_path), "--no-plots", "--no-progress",
+                     "--seeds", "3", "--architecture-seeds", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "query-layout separation: " in out and "of 2 on their own" in out
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["config"]["n_seeds"] == 3 and saved["config"]["architecture_n_seeds"] == 2
+    ours = [f for f in saved["fits"] if "architectures" in f["used_by"]]
+    assert {f["seed"] for f in ours} == {0, 1}
+    assert {f["seed"] for f in saved["fits"] if f not in ours} == {0, 1, 2}
+    # the records: one per fit and seed
+    run = ReproductionConfig.from_dict(saved["config"])
+    assert len(_records.RecordStore(tmp_path, run)) == len(saved["fits"])
+    claim = next(c for c in saved["claims"] if c["claim"] == "query-layout separation")
+    assert claim["n_seeds"] == 2
+    assert all(c["n_seeds"] == 3 for c in saved["claims"] if c is not claim)
+    summary = (tmp_path / "summary.md").read_text()
+    assert "The architectures experiment uses 2 seeds of the run's 3 (seeds 0, 1; " \
+           "architecture_n_seeds=2)" in summary
+    assert "validation R^2 (mean over 2 seeds" in summary
+    # the same folder with the experiment on every seed: its records are resumed (no
+    # record's numbers depend on architecture_n_seeds), the third seed's fitted
+    assert cli.main(["--quick", "--out", str(tmp_path), "--no-plots", "--no-progress",
+                     "--seeds", "3", "--architecture-seeds", "3"]) == 0
+    capsys.readouterr()
+    every = json.loads((tmp_path / "results.json").read_text())
+    ours = [f for f in every["fits"] if "architectures" in f["used_by"]]
+    assert {f["seed"] for f in ours} == {0, 1, 2}
+    claim = next(c for c in every["claims"] if c["claim"] == "query-layout separation")
+    assert claim["n_seeds"] == 3
+    assert "architecture_n_seeds" not in (tmp_path / "summary.md").read_text()
+    # the first run's records were read back, the architectures' among them (the folder
+    # also keeps those of widths its searches, on the mean over 2 seeds, asked for alone)
+    assert len(_records.RecordStore(tmp_path, run)) >= len(every["fits"])
+    manifest = json.loads((tmp_path / _records.MANIFEST).read_text())
+    others = [f for f in saved["fits"] if "architectures" not in f["used_by"]]
+    assert manifest["resumed_fits"] > len(others)

@@ -41,7 +41,10 @@ def smoke(smoke_results):
 def results(smoke):
     """The SMOKE layout with sizes the verdicts accept (300000 training sequences)."""
     results = copy.deepcopy(smoke)
-    results["config"].update(n_samples=20_000, length_pe_dim=256, n_length_test=1000)
+    # the architectures experiment on every seed, as the constructed sections below give
+    # it (one on fewer seeds: test_third_set_counts_the_architectures_seeds_alone)
+    results["config"].update(n_samples=20_000, length_pe_dim=256, n_length_test=1000,
+                             architecture_n_seeds=None)
     results["config"]["paper_training"] = dict(results["config"]["paper_training"],
                                                max_epochs=15)
     return results
@@ -760,6 +763,24 @@ def test_third_set_passes_when_every_rival_fails_up_to_four_times_the_encoder(pr
            "0.17" in c["evidence"]
     assert "GRU at width 48: 0.062 at T=8 (q/T 0.250)" in c["evidence"]
     assert c["seeds_supporting"] == len(SEEDS)
+
+
+def test_third_set_counts_the_architectures_seeds_alone(protocol):
+    # the quick run's budget: the architectures experiment on the first seeds alone
+    protocol["config"]["architecture_n_seeds"] = 1
+    set_third(protocol)
+    c = judge(protocol, "query-layout separation")
+    assert c["verdict"] == "supported", c["inconclusive_reasons"]
+    assert c["n_seeds"] == c["seeds_supporting"] == 1
+    assert "The architectures experiment uses 1 seed of the run's 2 (seed 0; " \
+           "architecture_n_seeds=1): its fits are the run's costliest" in c["note"]
+    others = [x for x in assess_claims(protocol) if x["claim"] != c["claim"]]
+    assert others and all(x["n_seeds"] == len(SEEDS) for x in others)
+    assert all("architecture_n_seeds" not in (x["note"] or "") for x in others)
+    # every seed: the note says nothing of it
+    protocol["config"]["architecture_n_seeds"] = 2
+    c = judge(protocol, "query-layout separation")
+    assert c["n_seeds"] == 2 and "architecture_n_seeds" not in c["note"]
 
 
 def test_third_set_reports_a_rival_reaching_the_target_beyond_the_encoder(protocol):

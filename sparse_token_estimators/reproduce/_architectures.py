@@ -48,6 +48,7 @@ from ._bracket import (
 )
 from ._experiment import (
     Experiment,
+    architecture_seeds_text,
     best_case,
     config_of,
     find,
@@ -56,6 +57,7 @@ from ._experiment import (
     length_cells,
     length_rows,
     markdown_table,
+    seeds_text,
     select,
     summarise,
 )
@@ -219,7 +221,7 @@ class Architectures(Experiment):
                   "ceiling": config.n_selected / T,
                   **{k: records[fit, seed][k] for k in ("val_r2", "test_r2")}}
                  for (model, T), fit in fixed_width_fits(config, found or {}).items()
-                 for seed in config.seeds()]
+                 for seed in fit.seeds(config)]
         return {**section, "query_n_train": config.query_n_train,
                 "rival_stop_factor": RIVAL_STOP_FACTOR, "query_fixed_width": fixed,
                 "query_fixed_width_summary": summarise(
@@ -227,7 +229,8 @@ class Architectures(Experiment):
                     ["val_r2", "test_r2"])}
 
     def _collect(self, config, records, found=None):
-        T0, seeds, d, q = config.seq_len, config.seeds(), config.token_dim, config.n_selected
+        T0, seeds = config.seq_len, config.architecture_seeds()
+        d, q = config.token_dim, config.n_selected
         queried = {T for T, by_model in (found or {}).items()
                    if any(layout(m) == "query" for m in by_model)}
         best = {T: best_case(T, q, TARGET_R2) for T in sorted(queried)}
@@ -248,7 +251,7 @@ class Architectures(Experiment):
                    **{k: records[_fit(config, SANITY, config.architecture_width, T), seed][k]
                       for k in ("val_r2", "test_r2")}}
                   for T in config.query_seq_lens() for seed in seeds]
-        return {**section, "n_train": config.architecture_n_train,
+        return {**section, "seeds": seeds, "n_train": config.architecture_n_train,
                 "width": config.architecture_width, "td": T0 * d,
                 "width_stop": config.architecture_width_stop,
                 "fcn_bound_width": fcn_critical_width(T0, q, d, TARGET_R2),
@@ -267,7 +270,7 @@ class Architectures(Experiment):
 
     def summary(self, results):
         config, s = config_of(results), results[self.name]
-        T, factors, n = config.seq_len, config.length_factors, config.n_seeds
+        T, factors, n = config.seq_len, config.length_factors, len(config.architecture_seeds())
         training = config.architecture_training
         grids = "; ".join(f"{family} {', '.join(f'{lr:g}' for lr in rates)}"
                           for family, rates in s["lr_grids"].items())
@@ -279,7 +282,7 @@ class Architectures(Experiment):
                  f"{training.batch_size}, {training.max_epochs} epochs, {steps}); the encoder "
                  f"has one block and one head, Mamba one block of state size {SSM_STATE} per "
                  f"channel. Smallest width (d_model, hidden_size, d + pe_dim, m) whose "
-                 f"validation R^2 (mean over {n} seeds, at the best of the learning rates: "
+                 f"validation R^2 (mean over {seeds_text(n)}, at the best of the learning rates: "
                  f"{grids}; {schedule_text(s)}) reaches {s['target_r2']}, by the "
                  f"protocol of the scaling law (bracketed to a factor {s['refine']:.3f}, "
                  "confirmed at the next width, both bracketing widths refitted with twice "
@@ -296,6 +299,8 @@ class Architectures(Experiment):
                  f"no training). The lengths below train at Adam lr {training.lr} "
                  f"({schedule_text({'lr_schedule': training.lr_schedule})}), one setting for "
                  "all.", ""]
+        fewer = architecture_seeds_text(config)
+        lines += [fewer, ""] if fewer else []
         for lay, what in (("indicator", "Indicator layout (the selection flag on the token "
                            "rows: content can select)"),
                           ("query", "Query layout (the subset as q rows of positions after "
@@ -320,7 +325,7 @@ class Architectures(Experiment):
                           f"{fmt_spread(x, 'test_r2')} at T={x['seq_len']} (q/T = "
                           f"{x['ceiling']:.3f})" for x in s["query_sanity_summary"]) + ".", ""]
         lines += fixed_width_lines(s, n)
-        lines += [f"Held-out R^2 (mean ± sd over {n} seeds) at width {s['width']} "
+        lines += [f"Held-out R^2 (mean ± sd over {seeds_text(n)}) at width {s['width']} "
                   f"(d_model, hidden_size, pe_dim), trained at T={T}:", ""]
         rows = [[results["models"][m]["name"], *length_cells(s["lengths_summary"], config,
                                                               model=m)] for m in _present(s)]
@@ -371,7 +376,7 @@ def fixed_width_lines(s, n_seeds):
            + [f"{find(rows, seq_len=T)['ceiling']:.3f}" for T in lens]],
         ["l", "r"] + ["r"] * len(lens))
     return ([f"Query layout, each recurrent net at one fixed width (its stop at the smallest "
-             f"T, the rate chosen there), held-out R^2 (mean ± sd over {n_seeds} seeds) "
+             f"T, the rate chosen there), held-out R^2 (mean ± sd over {seeds_text(n_seeds)}) "
              "against T, beside q/T (reported, not judged):", ""] + table + ["",
             "What verdict 7 shows, and what it does not: it orders the architectures within "
             "this run's steps (each rival fails where the best positional encoder succeeds, "
@@ -501,8 +506,8 @@ def plot_architectures(results):
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22 if one_T else -0.14), ncol=2,
                   fontsize=MIN_FONT)
     spanned = [r["seq_len"] for r in s["critical"]]
-    fig.suptitle(f"More architectures (beyond the paper; {task_title(config, spanned)})",
-                 fontsize=MIN_FONT + 2)
+    title = task_title(config, spanned, len(config.architecture_seeds()))
+    fig.suptitle(f"More architectures (beyond the paper; {title})", fontsize=MIN_FONT + 2)
     return fig
 
 
@@ -525,7 +530,8 @@ def plot_lengths(results):
         length_axes(ax, config, _in_layout(s["lengths_summary"], lay),
                     title=f"{lay.capitalize()} layout: width {s['width']}, trained at T")
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, fontsize=MIN_FONT)
-    fig.suptitle(f"More architectures per length (beyond the paper; {task_title(config)})",
+    fig.suptitle(f"More architectures per length (beyond the paper; "
+                 f"{task_title(config, n_seeds=len(config.architecture_seeds()))})",
                  fontsize=MIN_FONT + 2)
     return fig
 

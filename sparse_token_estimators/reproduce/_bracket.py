@@ -27,7 +27,7 @@ import numpy as np
 
 from .._critical_width import search_steps
 from ._experiment import find, fmt, markdown_table, seeds_text, summarise
-from ._models import MODELS, Fit, model_name, training
+from ._models import MODELS, Fit, model_name, model_seeds, training
 
 #: the mean validation R^2 a critical width reaches (``_verdicts.THRESHOLDS``)
 TARGET_R2 = 0.8
@@ -52,8 +52,8 @@ def protocol_search(config, search, make_fit, rates):
 
     A request ``(width, 1)`` is fitted at every rate of ``rates``
     (``make_fit(width, lr, 1)``) and scored by the best mean validation R^2 over
-    the seeds; ``(width, 2)`` at the rate chosen there, with twice the steps."""
-    seeds = config.seeds()
+    the seeds (the fits' own, ``Fit.seeds``); ``(width, 2)`` at the rate chosen there, with
+    twice the steps."""
     chosen, per_seed, made = {}, {}, []
     request = next(search)
     while True:
@@ -63,10 +63,13 @@ def protocol_search(config, search, make_fit, rates):
         fits = {lr: make_fit(width, lr, times) for lr in asked}
         made += [(width, lr, times, f) for lr, f in fits.items()]
         records = yield list(fits.values())
-        best, score = _best({lr: float(np.mean([records[f, s]["val_r2"] for s in seeds]))
+        best, score = _best({lr: float(np.mean([records[f, s]["val_r2"]
+                                                for s in f.seeds(config)]))
                              for lr, f in fits.items()})
         if times == 1:
             chosen[width] = best
+            # one model per search: its fits share their seeds
+            seeds = sorted({s for f in fits.values() for s in f.seeds(config)})
             per_seed[width] = {s: _best({lr: records[f, s]["val_r2"]
                                          for lr, f in fits.items()})[0] for s in seeds}
         try:
@@ -158,7 +161,7 @@ def collect_points(config, records, found, parameter):
         for model, o in outcomes.items():
             # the rows in increasing width, those with twice the steps last
             for w, lr, times, fit in sorted(o["fits"], key=lambda f: (f[2], f[0])):
-                for seed in config.seeds():
+                for seed in fit.seeds(config):
                     r = records[fit, seed]
                     points.append({"model": model, "model_name": r["model_name"],
                                    "key": model, "seq_len": T,
@@ -179,7 +182,7 @@ def per_seed_rows(config, points, found):
         for key in outcomes:
             own = [p for p in points if p["seq_len"] == T and p["key"] == key
                    and p["steps_multiplier"] == 1]
-            for s in config.seeds():
+            for s in model_seeds(key, config):
                 best = {}
                 for p in own:
                     if p["seed"] == s and not math.isnan(p["val_r2"]):

@@ -155,6 +155,14 @@ class ReproductionConfig:
         The widest ``d_model`` / ``hidden_size`` searched in each layout (at
         most 4 T d); in the query layout the FCN's widths go up to 4 T d and
         the paper's model's ``pe_dim`` to ``scaling_pe_stop``.
+    architecture_n_seeds : int or None
+        The seeds of the architectures experiment (every fit trained with
+        ``architecture_training``: its searches in both layouts, its lengths,
+        its sanity and fixed-width fits, and so verdict 7): the first
+        ``architecture_n_seeds`` seeds of the run (all of them where
+        ``n_seeds`` is not larger); None: every seed. Its fits are the run's
+        costliest: ``QUICK`` takes 2 of its 3 seeds to keep within its budget
+        (the summary says so). The other experiments use every seed.
     lr_grids : tuple of (str, tuple of float)
         The learning rates of every critical-width search, per model family
         ("transformer", "fcn", "encoder", "rnn"; "ssm", Mamba, optional: the
@@ -235,6 +243,7 @@ class ReproductionConfig:
     query_searched: tuple = ("encoder_rope", "encoder_sinusoidal", "gru", "lstm", "rnn", "mamba",
                              "fcn")
     query_width_stop: int = 32
+    architecture_n_seeds: int = None
     lr_grids: tuple = (("transformer", (0.003, 0.01, 0.03)), ("fcn", (0.003, 0.01, 0.03)),
                        ("encoder", (0.003, 0.01, 0.03)), ("rnn", (0.003, 0.01, 0.03)))
     experiments: tuple = None
@@ -287,6 +296,12 @@ class ReproductionConfig:
         if any(len(pair) != 2 or int(pair[1]) < 1 for pair in self.scaling_more_steps):
             raise ValueError(f"scaling_more_steps must be (T, k) pairs with k >= 1; got "
                              f"{self.scaling_more_steps!r}.")
+        k = self.architecture_n_seeds
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise ValueError(
+                f"architecture_n_seeds must be None (every seed of the run) or a whole number "
+                f"of seeds >= 1 (the architectures experiment then uses the first ones); got "
+                f"{k!r}.")
         if self.n_jobs == 0:
             raise ValueError("n_jobs must be a non-zero integer or None (-1: all cores, "
                              "n >= 1: n parallel fits); got 0.")
@@ -337,6 +352,19 @@ class ReproductionConfig:
     def seeds(self):
         """The seeds of the run."""
         return [self.seed + k for k in range(self.n_seeds)]
+
+    def architecture_seeds(self):
+        """The seeds of the architectures experiment: the first ``architecture_n_seeds``
+        of the run's (all of them if None or not fewer than ``n_seeds``).
+
+        Examples
+        --------
+        >>> QUICK.seeds(), QUICK.architecture_seeds(), PAPER.architecture_seeds()
+        ([0, 1, 2], [0, 1], [0, 1, 2])
+        >>> replace(QUICK, n_seeds=1).architecture_seeds()
+        [0]
+        """
+        return self.seeds()[:self.architecture_n_seeds]
 
     def n_train(self, seq_len):
         """Training sequences at ``seq_len``: n_samples at T, in proportion elsewhere."""
@@ -415,8 +443,9 @@ class ReproductionConfig:
         return sorted({int(L) for L in grid} | set(named))
 
 
-#: every experiment, every claim judged over 3 seeds (its time: docs/reproduction.rst)
-QUICK = ReproductionConfig()
+#: every experiment over 3 seeds but the architectures experiment, the run's costliest,
+#: over the first 2 (its time: docs/reproduction.rst)
+QUICK = ReproductionConfig(architecture_n_seeds=2)
 #: T = 20, more samples and a wider pe_dim grid, the scaling law over T = 8 to 256
 #: (32x), the FCN's tightness at T = 8, 16, 32, the architectures' widths over
 #: T = 8 to 128 in both layouts, the learning curves over T = 5, 10, 20
@@ -449,7 +478,8 @@ _TINY = Training(lr=0.01, max_epochs=2, batch_size=16)
 #: the critical-width searches' recipe (third set): the rate decayed by a cosine
 _TINY_COSINE = replace(_TINY, lr_schedule="cosine")
 #: seconds on a CPU, for the examples and the tests of the pipeline: exercises
-#: every step of a run, too small to support any claim
+#: every step of a run (the architectures experiment on the first of its 2 seeds, as
+#: QUICK's on 2 of 3), too small to support any claim
 SMOKE = ReproductionConfig(
     seq_len=4, token_dim=2, n_selected=2, n_samples=64, n_test=32, n_length_test=16,
     n_seeds=2, pe_dims=(2, 4), ensemble_pe_dims=(2,), n_pe_draws=2, length_pe_dim=4,
@@ -460,7 +490,7 @@ SMOKE = ReproductionConfig(
     scaling_pe_floor=1, scaling_pe_stop=8, scaling_check_len=4, tightness_lens=(3, 4, 6),
     tightness_training=_TINY_COSINE, tightness_samples=64, tightness_check_len=4,
     population_pe_dims=(2, 4), architecture_training=_TINY_COSINE, architecture_n_train=32,
-    query_n_train=32,
+    query_n_train=32, architecture_n_seeds=1,
     architecture_width=4, query_lens=(3, 4, 6),
     query_searched=("paper", "encoder_rope", "gru", "mamba", "fcn"), randomized_ensemble=True,
     sample_factors=(0.75, 1.0),

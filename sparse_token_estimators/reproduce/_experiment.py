@@ -111,6 +111,30 @@ def seeds_text(n):
     return f"{n} seed{'s' if n > 1 else ''}"
 
 
+def architecture_seeds_text(config):
+    """What the architectures experiment's seeds are, in words, where they are fewer than
+    the run's (``architecture_n_seeds``) and why; "" where it uses every seed.
+
+    Examples
+    --------
+    >>> from sparse_token_estimators.reproduce import PAPER, QUICK
+    >>> print(architecture_seeds_text(QUICK))  # doctest: +NORMALIZE_WHITESPACE
+    The architectures experiment uses 2 seeds of the run's 3 (seeds 0, 1;
+    architecture_n_seeds=2): its fits are the run's costliest, and fewer seeds there keep
+    the run within its time budget; every other experiment uses all 3.
+    >>> architecture_seeds_text(PAPER)
+    ''
+    """
+    seeds = config.architecture_seeds()
+    if len(seeds) == config.n_seeds:
+        return ""
+    return (f"The architectures experiment uses {seeds_text(len(seeds))} of the run's "
+            f"{config.n_seeds} (seed{'s' if len(seeds) > 1 else ''} "
+            f"{', '.join(map(str, seeds))}; architecture_n_seeds={config.architecture_n_seeds}): "
+            "its fits are the run's costliest, and fewer seeds there keep the run within its "
+            f"time budget; every other experiment uses all {config.n_seeds}.")
+
+
 def fmt_spread(row, key, spec=".3f"):
     """``mean ± sd`` of ``key`` in a summarised row; one seed has no spread to show.
 

@@ -37,13 +37,16 @@ def pyplot():
     return plt
 
 
-def task_title(config, seq_lens=None):
+def task_title(config, seq_lens=None, n_seeds=None):
     """``T=..., d=..., q=...; N seeds`` for a figure title; with ``seq_lens``, the lengths
-    the figure spans (``T=8..64`` when several), not the configuration's one T."""
+    the figure spans (``T=8..64`` when several), not the configuration's one T; ``n_seeds``:
+    the seeds of the figure's fits where fewer than the run's (the architectures')."""
     lens = sorted(set(seq_lens or ())) or [config.seq_len]
     T = f"T={lens[0]}" if len(lens) == 1 else f"T={lens[0]}..{lens[-1]}"
-    return (f"{T}, d={config.token_dim}, q={config.n_selected}; "
-            f"mean ± sd over {config.n_seeds} seeds")
+    n = n_seeds or config.n_seeds
+    seeds = (f"mean ± sd over {n} seeds" if n > 1 else "1 seed") + (
+        f" of the run's {config.n_seeds}" if n < config.n_seeds else "")
+    return f"{T}, d={config.token_dim}, q={config.n_selected}; {seeds}"
 
 
 def legend_beside(ax, **kwargs):

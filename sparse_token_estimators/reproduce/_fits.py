@@ -231,7 +231,8 @@ def _pools(fits):
 
 
 def run_fits(config, fits, progress, store=None, *, label="fits"):
-    """``{(fit, seed): record}`` of every distinct ``Fit`` in ``fits`` for every seed.
+    """``{(fit, seed): record}`` of every distinct ``Fit`` in ``fits`` for each of its seeds
+    (``Fit.seeds``: every seed of the run, the architectures experiment's for its models).
 
     A record in ``store`` (a ``RecordStore``) is read back, counted as done on
     ``progress``; the others are fitted, each saved there and counted as it
@@ -247,7 +248,7 @@ def run_fits(config, fits, progress, store=None, *, label="fits"):
     fits = sorted(set(fits))
     records, todo = {}, []
     for fit in fits:
-        for seed in config.seeds():
+        for seed in fit.seeds(config):
             record = None if store is None else store.get(config, fit, seed)
             if record is None:
                 todo.append((fit, seed))

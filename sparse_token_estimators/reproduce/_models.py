@@ -145,6 +145,21 @@ def training(model, config):
     return getattr(config, MODELS[model].training)
 
 
+def model_seeds(model, config):
+    """The seeds ``model`` is fitted and read for: the architectures experiment's
+    (``config.architecture_seeds()``) for a model trained with ``architecture_training``,
+    every seed of the run for the others.
+
+    Examples
+    --------
+    >>> from sparse_token_estimators.reproduce import QUICK
+    >>> model_seeds("paper", QUICK), model_seeds("query_gru", QUICK)
+    ([0, 1, 2], [0, 1])
+    """
+    return config.architecture_seeds() if MODELS[model].training == "architecture_training" \
+        else config.seeds()
+
+
 def width_parameter(model):
     """``hidden_width``, ``pe_dim``, ...: what the width of a ``model`` fit sets."""
     return WIDTH_PARAMETERS[MODELS[model].family]
@@ -211,6 +226,11 @@ class Fit:
     n_train: int = 0
     max_steps: int = 0
     lr: float = 0.0
+
+    def seeds(self, config):
+        """The seeds the fit is made for (:func:`model_seeds`): every seed of the run, the
+        architectures experiment's alone for its models."""
+        return model_seeds(self.model, config)
 
     def learning_rate(self, config):
         """Adam's rate of the fit: ``lr``, or its training's at its width."""

@@ -32,8 +32,9 @@ LOCK_FILE = ".lock"
 #: configuration fields that change how a run is executed or how much of it runs, never a
 #: record's numbers: a record is one (fit, seed), the same whichever experiments ask for
 #: it and however many seeds the run has, so a run with more seeds or other experiments
-#: reuses the records it shares with an earlier one in the same folder
-EXECUTION_FIELDS = ("n_jobs", "n_seeds", "experiments")
+#: reuses the records it shares with an earlier one in the same folder (the same for the
+#: seeds of the architectures experiment, ``architecture_n_seeds``)
+EXECUTION_FIELDS = ("n_jobs", "n_seeds", "experiments", "architecture_n_seeds")
 
 #: why a number is missing, by the key it would have had (``strict_json``)
 MISSING_REASONS = {

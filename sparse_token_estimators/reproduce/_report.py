@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 from . import _records
-from ._experiment import config_of, markdown_table, seeds_text
+from ._experiment import architecture_seeds_text, config_of, markdown_table, seeds_text
 from ._figures import DPI, pyplot
 from ._registry import EXPERIMENTS
 from ._verdicts import (
@@ -179,6 +179,8 @@ def summary_markdown(results, *, figures=True):
                          "and models: every number is a mean ± sd over the seeds (per seed "
                          "in the CSV files and results.json)." if config.n_seeds > 1 else
                          f"**1 seed** ({seeds}): no spread over seeds to show.")
+        + (f" {architecture_seeds_text(config)}"
+           if "architectures" in results and architecture_seeds_text(config) else "")
         + f" Run time {results['elapsed_s']:.0f} s.", "",
         "Units: losses are squared errors summed over the d coordinates (predicting 0 "
         f"scores d/q = {theory['zero_predictor_loss']:.3f}; skorch's `train_loss` is the "
@@ -212,7 +214,8 @@ def summary_markdown(results, *, figures=True):
                     else "1 seed (no spread)")
     lines += markdown_table(
         ["claim", "judged on", seeds_header, "seeds on their own"],
-        [[c["claim"], c["model"], _shown(c["verdict"]),
+        [[c["claim"], c["model"], _shown(c["verdict"]) + (
+            f" (mean of {seeds_text(c['n_seeds'])})" if c["n_seeds"] != config.n_seeds else ""),
           f"{c['seeds_supporting']} of {c['n_seeds']}"] for c in results["claims"]],
         ["l", "l", "l", "r"]) + [""]
     for c in results["claims"]:

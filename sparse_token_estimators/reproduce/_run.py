@@ -99,20 +99,21 @@ def run_searches(config, experiments, records, used_by, progress, fit=run_fits):
                     names.append(experiments[i].name)
         if new:
             # a search's fits are not known in advance: the total grows as it goes
-            progress.add(len(new) * config.n_seeds)
-            progress.plan(sum(f.cost(config) for f in new) * config.n_seeds)
+            progress.add(sum(len(f.seeds(config)) for f in new))
+            progress.plan(sum(f.cost(config) * len(f.seeds(config)) for f in new))
             searching = ", ".join(experiments[i].name for i in sorted(live))
             records.update(fit(config, new, progress,
                                label=f"search round {rounds} ({searching})"))
         for i, (_, fits) in sorted(live.items()):
-            ask(i, {(f, s): records[f, s] for f in fits for s in config.seeds()})
+            ask(i, {(f, s): records[f, s] for f in fits for s in f.seeds(config)})
     return found
 
 
 def run(config=QUICK, *, progress=True, store=None):
     """Run every experiment over ``config.n_seeds`` seeds and assess the claims.
 
-    Each distinct fit is made once per seed, the searches' round by round.
+    Each distinct fit is made once per seed (the architectures experiment's for its
+    seeds alone, ``config.architecture_seeds()``), the searches' round by round.
 
     Parameters
     ----------
@@ -142,8 +143,9 @@ def run(config=QUICK, *, progress=True, store=None):
         store = RecordStore(store, config)
     used_by = planned_fits(config)
     if not isinstance(progress, Progress):
-        progress = Progress(len(used_by) * config.n_seeds, enabled=bool(progress))
-    progress.plan(sum(fit.cost(config) for fit in used_by) * config.n_seeds)
+        progress = Progress(sum(len(fit.seeds(config)) for fit in used_by),
+                            enabled=bool(progress))
+    progress.plan(sum(fit.cost(config) * len(fit.seeds(config)) for fit in used_by))
     start = time.perf_counter()
     fit = functools.partial(run_fits, store=store)
     try:

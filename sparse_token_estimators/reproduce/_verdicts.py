@@ -34,6 +34,7 @@ from ..theory import fcn_lower_bound, transformer_pe_scale
 from ._bracket import bracket_text, schedule_text
 from ._config import PAPER
 from ._experiment import (
+    architecture_seeds_text,
     config_of,
     fcn_bound,
     find,
@@ -572,6 +573,13 @@ def _star_or_stop(row):
     return str(width) if row["status"] == "found" else f"> {width}"
 
 
+def _with_seeds(note, config):
+    """Verdict 7's ``note`` and, where the architectures experiment takes fewer seeds than
+    the run (``architecture_n_seeds``), which and why."""
+    fewer = architecture_seeds_text(config)
+    return f"{note}{'' if note.endswith('.') else '.'} {fewer}" if fewer else note
+
+
 def _query_separation(results, t, r):
     config, s = config_of(results), results["architectures"]
     rows = [x for x in s["critical"] if x.get("layout") == "query"]
@@ -592,7 +600,7 @@ def _query_separation(results, t, r):
     judged = partial(
         verdict, "query-layout separation",
         model="the query layout's architectures (beyond the paper)", gates=gates,
-        note=_SECOND_SET,
+        note=_with_seeds(_SECOND_SET, config),
         statement=(f"In the query layout (the subset given as q rows of positions), at every T "
                    f"of the run (at least {t['query_lens']} values spanning at least "
                    f"{t['query_span']}x): the smallest width (mean validation R^2 "
@@ -604,7 +612,8 @@ def _query_separation(results, t, r):
                    "counts as the stop for the ordering; a slope needs "
                    f"{t['query_slope_lens']} T where the width is found)."))
     if not all(ok for ok, _ in gates):
-        return judged(evidence="not measured", per_seed=[False for _ in config.seeds()])
+        return judged(evidence="not measured",
+                      per_seed=[False for _ in config.architecture_seeds()])
     conditions, best, evidence = [], {}, []
     for T in lens:
         bounds = {m: _encoder_bound(by[m][T], s["target_r2"]) for m in encoders}
@@ -673,7 +682,7 @@ def _query_per_seed(config, s, by, encoders, lens,
 
     return [all(min(width(m, T, seed) for m in encoders)
                 < min(width(rival, T, seed) for rival in rivals)
-                for T in lens) for seed in config.seeds()]
+                for T in lens) for seed in config.architecture_seeds()]
 
 
 def _found_or_bounded(row, target):
@@ -781,7 +790,7 @@ def _query_separation_third(results, t, r):
     judged = partial(
         verdict, "query-layout separation",
         model="the query layout's architectures (beyond the paper)", gates=gates,
-        note=_THIRD_SET + ". " + _THIRD_SET_SHOWS,
+        note=_with_seeds(_THIRD_SET + ". " + _THIRD_SET_SHOWS, config),
         statement=(f"In the query layout, at every T of the run (at least {t['query_lens']} "
                    f"values spanning at least {t['query_span']}x): (a) the best encoder with "
                    "a positional encoding (RoPE and at least one absolute encoding searched) "
@@ -796,7 +805,8 @@ def _query_separation_third(results, t, r):
                    "width fails the verdict, one reaching it between that width and its stop "
                    "is reported with its width."))
     if not all(ok for ok, _ in gates):
-        return judged(evidence="not measured", per_seed=[False for _ in config.seeds()])
+        return judged(evidence="not measured",
+                      per_seed=[False for _ in config.architecture_seeds()])
     conditions, best, evidence = [], {}, []
     for T in lens:
         bounds = {m: _found_or_bounded(by[m][T], target) for m in encoders}
