@@ -493,3 +493,34 @@ def test_an_out_on_a_file_system_remounted_read_only_mid_run(tmp_path, monkeypat
         assert "the file system is read-only" in err
         assert f"The 2 finished fit(s) in {out / 'records'} are kept" in err
         assert len(_records.RecordStore(out, SMOKE)) == 2
+
+
+def _key(row):
+    return tuple(row[k] for k in ("model", "width", "seq_len", "data", "n_train", "max_steps",
+                                  "lr"))
+
+
+def test_a_run_with_more_seeds_or_other_experiments_reuses_the_records_it_shares(tmp_path):
+    """``n_seeds`` and ``experiments`` change how much of a run runs, never a record's
+    numbers: a second run in the same folder resumes every (fit, seed) the first made."""
+    from dataclasses import replace
+
+    first = replace(SMOKE, n_seeds=1, experiments=("fcn_tightness",))
+    store = _records.RecordStore(tmp_path, first)
+    one = reproduce.run(first, progress=False, store=store)
+    assert store.resumed == 0 and {f["seed"] for f in one["fits"]} == {0}
+    seed0 = {_key(f): f["val_r2"]
+             for f in one["fits"]}
+
+    second = replace(SMOKE, n_seeds=2, experiments=("fcn_tightness", "width_scaling"))
+    store = _records.RecordStore(tmp_path, second)
+    two = reproduce.run(second, progress=False, store=store)
+    again = {_key(f): f["val_r2"]
+             for f in two["fits"] if f["seed"] == 0}
+    shared = seed0.keys() & again.keys()  # the searches' paths follow the mean over seeds
+    assert store.resumed == len(shared) > len(seed0) // 2
+    assert {k: again[k] for k in shared} == {k: seed0[k] for k in shared}
+    assert {f["seed"] for f in two["fits"]} == {0, 1}
+    # a field that sets numbers still refuses the folder, naming it
+    with pytest.raises(_records.StoreError, match="n_samples"):
+        _records.RecordStore(tmp_path, replace(second, n_samples=48))

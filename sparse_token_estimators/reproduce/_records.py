@@ -29,8 +29,11 @@ RECORDS, CONFIG_FILE, MANIFEST = "records", "config.json", "manifest.json"
 #: the lock file of a run's directory (``RunLock``)
 LOCK_FILE = ".lock"
 
-#: configuration fields that change how a run is executed, not its numbers
-EXECUTION_FIELDS = ("n_jobs",)
+#: configuration fields that change how a run is executed or how much of it runs, never a
+#: record's numbers: a record is one (fit, seed), the same whichever experiments ask for
+#: it and however many seeds the run has, so a run with more seeds or other experiments
+#: reuses the records it shares with an earlier one in the same folder
+EXECUTION_FIELDS = ("n_jobs", "n_seeds", "experiments")
 
 #: why a number is missing, by the key it would have had (``strict_json``)
 MISSING_REASONS = {
