@@ -31,12 +31,13 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from joblib import Parallel, delayed
+from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.base import clone
 from sklearn.exceptions import FitFailedWarning
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import train_test_split
 
+from ._group import _groupable, fit_group
 from ._search_args import (
     check_bracket_args,
     check_error_score,
@@ -49,6 +50,11 @@ from .datasets import SparseSelectionStream
 
 #: what a search can end with
 STATUSES = ("found", "at start", "> stop", "unresolved", "non-monotone")
+#: the ways ``critical_width`` trains a width's rates and seeds (its ``trainer``)
+TRAINERS = ("exact", "fused")
+#: every fit alone, one by one (or in parallel), as before groups: what tests and
+#: benchmarks compare the groups with (private; ``critical_width`` never sets it)
+_LONE_FITS = False
 
 
 @dataclass
@@ -409,14 +415,79 @@ def _fit_one(estimator, params, seed_param, seed, train, validation, test, score
     return row
 
 
-def _fit_all(estimator, settings, seed_param, data, scorer, error_score, n_jobs, verbose):
-    """Fit a clone of ``estimator`` per setting, in parallel: their rows, in order.
+def _stops_the_search(exc):
+    """Whether a KeyboardInterrupt in a fit of a group stops the search (as
+    ``_guard_interrupts`` does for a lone fit): all but a callback's planned stop."""
+    return not _designed_stop(exc)
+
+
+def _fit_group(estimator, settings, train, validation, test, scorer, error_score, trainer):
+    """The rows of :func:`_fit_one` for every setting, the fits trained side by side
+    (``fit_group``: "exact", each bit for bit its lone fit; "fused", to float rounding).
+
+    A fit that fails (its error returned by ``fit_group``, or its scoring) gets
+    the row of a failed lone fit; each ``fit_time`` is an even share of the
+    group's wall time plus its own scoring's. An interrupt stops the group and
+    the search, as in a lone fit.
+    """
+    nets = [clone(estimator).set_params(**params) for params, _ in settings]
+    X, y = train[0], (train[1] if len(train) > 1 else None)
+    start = time.perf_counter()
+    try:
+        errors = fit_group(nets, [(X, y)] * len(nets), mode=trainer,
+                           stop_all=_stops_the_search)
+    except KeyboardInterrupt as exc:  # every fit of the group undone, none scored
+        raise _Interrupted(str(exc)) from None
+    share = (time.perf_counter() - start) / len(nets)
+    rows = []
+    for net, error in zip(nets, errors):
+        row = {"val_score": math.nan, "test_score": None, "error": None}
+        start = time.perf_counter()
+        try:
+            if error is not None:
+                raise error
+            row["val_score"] = float(scorer(net, *validation))
+            if test is not None:
+                row["test_score"] = float(scorer(net, *test))
+        except Exception as exc:  # as in _fit_one: the score of a failed fit
+            if isinstance(error_score, str):  # "raise"
+                raise
+            row["val_score"] = float(error_score)
+            row["error"] = f"{type(exc).__name__}: {exc}"
+            if test is not None:
+                row["test_score"] = float(error_score)
+        row["fit_time"] = share + time.perf_counter() - start
+        rows.append(row)
+    return rows
+
+
+def _trains_groups(estimator, X, seed_param, n_jobs):
+    """Whether a width's fits train as one group: one of the package's estimators that
+    ``fit_group`` trains side by side, each fit seeded by its parameter, fits one at a
+    time (``n_jobs`` None or 1, and no joblib backend running more), and training data
+    whose draws do not depend on the order of the fits (a stream seeded by an int)."""
+    if _LONE_FITS or seed_param is None or effective_n_jobs(n_jobs) != 1:
+        return False
+    if isinstance(X, SparseSelectionStream) and not (
+            X.random_state is None or isinstance(X.random_state, numbers.Integral)):
+        return False  # a RandomState or Generator is consumed once per epoch of each fit
+    return _groupable(estimator)
+
+
+def _fit_all(estimator, settings, seed_param, data, scorer, error_score, n_jobs, verbose,
+             trainer=None):
+    """Fit a clone of ``estimator`` per setting: their rows, in order.
 
     The one place that dispatches fits (joblib, so that
-    ``joblib.parallel_config("dask")`` sends them to a cluster).
-    ``settings`` is a list of ``(params, seed)``.
+    ``joblib.parallel_config("dask")`` sends them to a cluster): with a
+    ``trainer``, all of them as one group (one task), else one task per fit,
+    in parallel. ``settings`` is a list of ``(params, seed)``.
     """
-    return Parallel(n_jobs=n_jobs, verbose=max(0, verbose - 1))(
+    parallel = Parallel(n_jobs=n_jobs, verbose=max(0, verbose - 1))
+    if trainer is not None:
+        return parallel([delayed(_fit_group)(estimator, settings, *data, scorer, error_score,
+                                             trainer)])[0]
+    return parallel(
         delayed(_fit_one)(estimator, params, seed_param, seed, *data, scorer, error_score)
         for params, seed in settings)
 
@@ -460,7 +531,7 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
                    random_state=0, factor=2.0, refine=2 ** 0.5, fall_tol=0.05,
                    check_steps=True, multiple=1, lr_param="lr", steps_param="max_epochs",
                    seed_param="random_state", scoring=None, error_score=np.nan,
-                   n_jobs=None, verbose=0):
+                   n_jobs=None, trainer="exact", verbose=0):
     """The smallest width at which a model's best-rate validation score reaches ``target``.
 
     The protocol of the reproduction (its second set of verdicts) for any
@@ -475,10 +546,21 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
     ("non-monotone", so that it does not run past a window of passing
     widths); both bracketing widths are refitted with twice the steps
     (``steps_param`` doubled) at their chosen rate, and if the bracket moves
-    the result is "unresolved". All fits of a round (rates x seeds) run in
-    parallel through joblib, so ``joblib.parallel_config("dask")`` runs them
-    on a Dask cluster. Rates are not pruned (no successive halving): every
-    rate is fitted at every width.
+    the result is "unresolved". Rates are not pruned (no successive halving):
+    every rate is fitted at every width.
+
+    The fits of a width (rates x seeds) are trained side by side as one
+    group when they run one at a time (``n_jobs`` None or 1) and the
+    estimator is one of the package's transformer, FCN, encoder and RNN (as
+    they are, with their own module): each fit is built, seeded, trained and
+    scored as alone, and in the default ``trainer="exact"`` ends bit for bit
+    as its lone fit would, so the table, the scores and the width are the
+    same. Any other estimator (``SparseTokenSSM``, a subclass, a user's
+    skorch module or estimator, ``seed_param=None``), and every estimator
+    with ``n_jobs`` > 1, is fitted one fit at a time as before: with
+    ``n_jobs`` > 1 the fits of a round run in parallel through joblib, so
+    ``joblib.parallel_config("dask")`` runs them on a Dask cluster (a group
+    is one task).
 
     Every argument is checked before the first fit. A failed fit scores
     ``error_score``: when some fits fail, a ``FitFailedWarning`` says so
@@ -542,7 +624,20 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
         As in scikit-learn's searches: the score of a failed fit (e.g. a
         diverged one); "raise" re-raises its error.
     n_jobs : int or None, default=None
-        Fits at once (joblib).
+        Fits at once (joblib). None or 1 (and no joblib backend set to run
+        more): each width's fits train as one group, as above.
+    trainer : {"exact", "fused"}, default="exact"
+        How a group trains. "exact": its fits share the loop over the batches
+        (one backward pass per round for all of them), each bit for bit its
+        lone fit. "fused": a group of the paper's model
+        (``SparseTokenTransformer`` with its own module, Adam and the
+        settings ``fit_group`` fuses) trains as one stacked model, one
+        batched forward, backward and Adam step per round for all of its
+        fits; faster, but its fits equal their lone fits to float rounding
+        only, not bit for bit (a score may differ in its last digits, and a
+        crossing decided by that margin could move). Other estimators'
+        groups train "exact"; fits that are not grouped (see ``n_jobs``) are
+        lone fits.
     verbose : int, default=0
         1: a line per width as its score is found (the best mean score and
         its rate); 2 and more: joblib's progress too.
@@ -571,6 +666,11 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
                                          steps_param=steps_param, seed_param=seed_param)
     rates, seeds = check_lr_grid(lr_grid), check_seeds(seeds)
     check_error_score(error_score)
+    if not isinstance(trainer, str) or trainer not in TRAINERS:
+        raise ValueError(
+            f"trainer must be 'exact' (each width's fits side by side, each bit for bit its "
+            f"lone fit; the default) or 'fused' (the paper's model's fits as one stacked "
+            f"model, equal to lone fits to float rounding); got {trainer!r}.")
     check_bracket_args(start, target=target, stop=stop, floor=floor, factor=factor,
                        refine=refine, fall_tol=fall_tol, check_steps=check_steps,
                        multiple=multiple)
@@ -580,6 +680,7 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
         raise ValueError(f"verbose must be an int; got {verbose!r}.")
     data = _split_data(X, y, validation, test, validation_fraction, random_state)
     scorer = check_scoring(estimator, scoring=scoring)
+    group = trainer if _trains_groups(estimator, X, seed_param, n_jobs) else None
     base_steps = params[steps_param]
     table, chosen, per_seed = [], {}, {}
 
@@ -590,7 +691,7 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
         rows = [{"width": width, "lr": lr, "seed": seed, "steps_multiplier": multiplier, **row}
                 for (lr, seed), row in zip(jobs, _fit_all(
                     estimator, settings, seed_param, data, scorer, error_score, n_jobs,
-                    verbose))]
+                    verbose, group))]
         table.extend(rows)
         if all(row["error"] for row in rows):
             steps = f" with {multiplier}x the steps" if multiplier != 1 else ""

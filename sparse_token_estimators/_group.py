@@ -18,7 +18,10 @@ model's steps in the order of its lone fit. A model whose fit raises
 (``TrainingDivergedError``, a callback's stop) leaves the round alone, and its
 own ``fit`` raises or returns as a lone fit does; the others go on unchanged.
 Separate graphs share no gradient, so every model's weights, history and
-predictions are bit for bit those of its lone fit (tested).
+predictions are bit for bit those of its lone fit (tested). A
+``KeyboardInterrupt`` ends the fits it reaches as it ends lone fits, unless
+``stop_all`` says it stops them all (``critical_width``: a Ctrl-C, not a
+callback's planned stop): then every fit is undone and it propagates.
 
 What this module calls on each estimator (the entry points to re-point if
 the estimator layer changes): ``fit``, and skorch's ``fit_loop`` (replaced for
@@ -67,7 +70,7 @@ def _groupable(net):
     return net.module is default_module and net.optimizer is not torch.optim.LBFGS
 
 
-def fit_group(estimators, data, *, mode="exact"):
+def fit_group(estimators, data, *, mode="exact", stop_all=None):
     """Fit every estimator on its data, side by side; each ends as its lone ``fit``.
 
     Parameters
@@ -83,6 +86,15 @@ def fit_group(estimators, data, *, mode="exact"):
         "exact": every model bit for bit its lone fit. "fused": a group of the
         paper's model (``_fused.fusable``) trains as one stacked model, equal to
         its lone fits to float rounding; any other group trains exactly.
+    stop_all : callable or None, default=None
+        What a ``KeyboardInterrupt`` raised in a fit of the group (a Ctrl-C,
+        a callback's ``raise KeyboardInterrupt``) does. None, or
+        ``stop_all(exc)`` False: it ends the fits it reaches as it ends a lone
+        fit (skorch ends a training on it as if it were complete; a callback's
+        planned stop, e.g. ``EarlyStopping``, ends its own model only).
+        ``stop_all(exc)`` True: every fit stops at once and ``fit_group``
+        raises ``exc``; the fits it cut short are undone (their estimators
+        as before the call), none is scored.
 
     Returns
     -------
@@ -105,21 +117,28 @@ def fit_group(estimators, data, *, mode="exact"):
     """
     if mode not in ("exact", "fused"):
         raise ValueError(f"mode must be 'exact' or 'fused'; got {mode!r}.")
+    if stop_all is not None and not callable(stop_all):
+        raise ValueError(f"stop_all must be None or a callable (KeyboardInterrupt -> bool); "
+                         f"got {stop_all!r}.")
     if len(estimators) != len(data):
         raise ValueError(f"fit_group needs one (X, y) per estimator; got {len(estimators)} "
                          f"estimators and {len(data)} data sets.")
     errors = [None] * len(estimators)
     members = []
-    for i, net in enumerate(estimators):
-        if _groupable(net):
-            members.append(i)
-        else:
-            errors[i] = _lone_fit(net, *data[i])
-    for start in range(0, len(members), _CHAIN):
-        chain = members[start:start + _CHAIN]
-        group = _Group([estimators[i] for i in chain], [data[i] for i in chain], mode)
-        for i, error in zip(chain, group.run()):
-            errors[i] = error
+    try:
+        for i, net in enumerate(estimators):
+            if _groupable(net):
+                members.append(i)
+            else:
+                errors[i] = _guarded_lone_fit(net, *data[i], stop_all)
+        for start in range(0, len(members), _CHAIN):
+            chain = members[start:start + _CHAIN]
+            group = _Group([estimators[i] for i in chain], [data[i] for i in chain], mode,
+                           stop_all)
+            for i, error in zip(chain, group.run()):
+                errors[i] = error
+    except _Abort as abort:
+        raise abort.interrupt from None
     return errors
 
 
@@ -137,6 +156,44 @@ def _lone_fit(net, X, y):
     return None
 
 
+class _Abort(BaseException):
+    """A ``KeyboardInterrupt`` that stops every fit (``stop_all``): no ``Exception`` and no
+    ``KeyboardInterrupt``, so that no fit's loop (skorch's) takes it for its own end."""
+
+    def __init__(self, interrupt):
+        super().__init__(str(interrupt))
+        self.interrupt = interrupt
+
+
+def _check_abort(stop_all, exc):
+    """Raise ``_Abort`` if the ``KeyboardInterrupt`` ``exc`` stops every fit."""
+    if stop_all is not None and isinstance(exc, KeyboardInterrupt) and stop_all(exc):
+        raise _Abort(exc) from exc
+
+
+def _guarded_lone_fit(net, X, y, stop_all):
+    """``_lone_fit``, its training loop's interrupts checked against ``stop_all``."""
+    loop = getattr(net, "fit_loop", None)
+    if stop_all is None or not callable(loop):
+        return _lone_fit(net, X, y)
+
+    def guarded(*args, **kwargs):
+        try:
+            return loop(*args, **kwargs)
+        except KeyboardInterrupt as exc:
+            _check_abort(stop_all, exc)
+            raise
+
+    net.fit_loop = guarded  # this instance, this call
+    try:
+        return _lone_fit(net, X, y)
+    except KeyboardInterrupt as exc:
+        _check_abort(stop_all, exc)
+        raise
+    finally:
+        net.__dict__.pop("fit_loop", None)
+
+
 class _Stop(Exception):
     """A model left the group: ``outcome`` is what its loop raises at its own level."""
 
@@ -148,8 +205,9 @@ class _Stop(Exception):
 class _Group:
     """One chain of nested fits and the lock-step loop the last one runs."""
 
-    def __init__(self, nets, data, mode):
+    def __init__(self, nets, data, mode, stop_all=None):
         self.nets, self.data, self.mode, self.fused = nets, data, mode, None
+        self.stop_all, self.aborted = stop_all, False
         n = len(nets)
         self.errors, self.loops, self.outcomes = [None] * n, [None] * n, [None] * n
 
@@ -177,8 +235,12 @@ class _Group:
             reached.append(True)
             try:
                 self.loops[k] = _loop(self, net, X, y, epochs, _routing_method, fit_params)
+            except KeyboardInterrupt as exc:
+                self.check_abort(exc)
+                raise
             finally:  # its set-up may fail: the others are fitted all the same
-                self._enter(k + 1)
+                if not self.aborted:
+                    self._enter(k + 1)
             if self.outcomes[k] is not None:
                 raise self.outcomes[k]
             return net
@@ -186,10 +248,21 @@ class _Group:
         net.fit_loop = joined_loop  # this instance, this call (skorch's fit_loop otherwise)
         try:
             self.errors[k] = _lone_fit(net, *self.data[k])
+        except KeyboardInterrupt as exc:  # out of its fit, before or after its loop
+            self.check_abort(exc)
+            raise
         finally:
             net.__dict__.pop("fit_loop", None)
         if not reached:  # its fit failed before its loop: the others go on without it
             self._enter(k + 1)
+
+    def check_abort(self, exc):
+        """Raise ``_Abort`` (and stop every fit) if ``stop_all`` says so of ``exc``."""
+        try:
+            _check_abort(self.stop_all, exc)
+        except _Abort:
+            self.aborted = True
+            raise
 
     def _train(self):
         """Every model's steps, one batch of each per round: exact, one backward pass per
@@ -225,6 +298,7 @@ class _Group:
                 for k in items:
                     seconds[id(self.nets[k])] += share
         except KeyboardInterrupt as exc:  # Ctrl-C: every model stops, as a lone fit does
+            self.check_abort(exc)
             for k in pending:
                 self.outcomes[k] = exc
         finally:
@@ -232,10 +306,11 @@ class _Group:
                 self.fused.finish()
 
 
-def _notify(net, name, **kwargs):
+def _notify(group, net, name, **kwargs):
     """``net.notify``, skipping the callbacks whose method is skorch's empty one (a cost
     counted on every batch of a small model); an error of a callback (its stop,
-    ``TrainingDivergedError``) ends this model's loop only."""
+    ``TrainingDivergedError``) ends this model's loop only (an interrupt ``stop_all``
+    takes, every model's)."""
     empty = getattr(Callback, name)
     try:
         getattr(net, name)(net, **kwargs)
@@ -243,6 +318,7 @@ def _notify(net, name, **kwargs):
             if getattr(type(callback), name, None) is not empty:
                 getattr(callback, name)(net, **kwargs)
     except (Exception, KeyboardInterrupt) as exc:
+        group.check_abort(exc)
         raise _Stop(exc) from exc
 
 
@@ -268,10 +344,10 @@ def _epochs(group, net, epochs, iterator_train, iterator_valid, fit_params, data
     it yields the batch's loss for the group's backward pass; fused, the batch, and
     receives its loss after the group's step."""
     for _ in range(epochs):
-        _notify(net, "on_epoch_begin", **datasets)
+        _notify(group, net, "on_epoch_begin", **datasets)
         batch_count = 0
         for batch in iterator_train:
-            _notify(net, "on_batch_begin", batch=batch, training=True)
+            _notify(group, net, "on_batch_begin", batch=batch, training=True)
             net._set_training(True)
             if group.fused is not None:  # no callback reads the gradients (fusable)
                 y_pred = None
@@ -282,19 +358,21 @@ def _epochs(group, net, epochs, iterator_train, iterator_valid, fit_params, data
                 y_pred = net.infer(Xi, **fit_params)
                 loss = net.get_loss(y_pred, yi, X=Xi, training=True)
                 yield loss  # the group's backward pass
-                _notify(net, "on_grad_computed",
+                _notify(group, net, "on_grad_computed",
                         named_parameters=TeeGenerator(net.get_all_learnable_params()),
                         batch=batch, training=True)
                 net._step_optimizer(None)
             net.history.record_batch("train_loss", loss.item())
             net.history.record_batch("train_batch_size", get_len(batch[0]) if isinstance(
                 batch, (tuple, list)) else get_len(batch))
-            _notify(net, "on_batch_end", batch=batch, training=True, loss=loss, y_pred=y_pred)
+            _notify(group, net, "on_batch_end", batch=batch, training=True, loss=loss,
+                    y_pred=y_pred)
             batch_count += 1
         net.history.record("train_batch_count", batch_count)
         try:
             net.run_single_epoch(iterator_valid, training=False, prefix="valid",
                                  step_fn=net.validation_step, **fit_params)
         except (Exception, KeyboardInterrupt) as exc:
+            group.check_abort(exc)
             raise _Stop(exc) from exc
-        _notify(net, "on_epoch_end", **datasets)
+        _notify(group, net, "on_epoch_end", **datasets)

@@ -415,9 +415,10 @@ def test_a_skorch_nets_width_must_be_set_in_its_constructor():
 
 
 STARTED = []  # fits begun by the interrupting callbacks below
+ENDED = []  # the epochs they ended
 
 
-def _interrupting_fcn(how):
+def _interrupting(how, kind="fcn"):
     from skorch.callbacks import Callback
 
     class Interrupt(Callback):
@@ -425,6 +426,7 @@ def _interrupting_fcn(how):
             STARTED.append(net.lr)
 
         def on_epoch_end(self, net, **kwargs):
+            ENDED.append(len(net.history))
             if len(net.history) == 2:
                 if how == "signal":  # a real Ctrl-C, delivered in this (the main) thread
                     import os
@@ -432,17 +434,35 @@ def _interrupting_fcn(how):
                     os.kill(os.getpid(), signal.SIGINT)
                 raise KeyboardInterrupt
 
+    if kind == "transformer":  # the paper's model: a group of it can train fused
+        return SparseTokenTransformer(pe_dim=4, n_pe_draws=1, max_epochs=4, device="cpu",
+                                      callbacks=[Interrupt()])
     return SparseTokenFCN(hidden_width=4, max_epochs=4, device="cpu", callbacks=[Interrupt()])
 
 
+@pytest.mark.parametrize("trainer, kind", [("lone", "fcn"), ("exact", "fcn"),
+                                           ("fused", "transformer")])
 @pytest.mark.parametrize("how", ["signal", "callback"])
-def test_an_interrupt_stops_the_whole_search_and_propagates(how):
+def test_an_interrupt_stops_the_whole_search_and_propagates(how, trainer, kind, monkeypatch):
+    """Lone fits (as before groups) or a width's fits as a group (exact, fused): a Ctrl-C
+    or a callback's interrupt stops the search at once, and nothing is scored."""
+    from sparse_token_estimators import _critical_width
+
     X, y = make_sparse_selection(64, 4, 2, 2, random_state=0)
-    est = _interrupting_fcn(how)
+    est = _interrupting(how, kind)
     STARTED.clear()
+    ENDED.clear()
+    monkeypatch.setattr(_critical_width, "_LONE_FITS", trainer == "lone")
     with pytest.raises(KeyboardInterrupt, match="critical_width was interrupted during a fit"):
-        critical_width(est, "hidden_width", X, y, lr_grid=LRS, seeds=(0, 1), stop=8)
-    assert STARTED == [0.001]  # the first fit only: none after it, none scored
+        critical_width(est, "pe_dim" if kind == "transformer" else "hidden_width", X, y,
+                       lr_grid=LRS, seeds=(0, 1), stop=8,
+                       trainer="exact" if trainer == "lone" else trainer)
+    if trainer == "lone":
+        assert STARTED == [0.001]  # the first fit only: none after it, none scored
+        assert ENDED == [1, 2]
+    else:  # the fits of the first width begin together; none after them, none scored
+        assert STARTED == [lr for lr in LRS for _ in (0, 1)]
+        assert ENDED == [1] * 6 + [2]  # the group stops at once: no epoch after it
     assert not est.initialized_
 
 

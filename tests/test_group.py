@@ -318,3 +318,53 @@ def test_the_state_space_model_is_fitted_alone():
     assert fit_group(nets, [(X, y)] * 2) == [None, None]
     for net, lr in zip(nets, (0.01, 0.03)):
         assert_same_fit(net, make(lr).fit(X, y), X)
+
+
+class _Interrupt(Callback):
+    """A Ctrl-C from a callback: raised at the end of epoch ``at``."""
+
+    def __init__(self, at):
+        self.at = at
+
+    def on_epoch_end(self, net, **kwargs):
+        if len(net.history) == self.at:
+            raise KeyboardInterrupt(f"interrupted at epoch {self.at}")
+
+
+@pytest.mark.parametrize("mode", ["exact", "fused"])
+def test_stop_all_stops_every_fit_and_undoes_them(mode):
+    X, y = make_sparse_selection(64, T, D, Q, random_state=0)
+
+    def make(seed, at=None):
+        return SparseTokenTransformer(pe_dim=8, n_pe_draws=1, max_epochs=3, batch_size=16,
+                                      random_state=seed, device="cpu",
+                                      callbacks=[_Interrupt(at)] if at else None)
+
+    seen = []
+
+    def stop_all(exc):
+        seen.append(str(exc))
+        return True
+
+    nets = [make(0), make(1, at=1), make(2)]
+    with pytest.raises(KeyboardInterrupt, match="interrupted at epoch 1"):
+        fit_group(nets, [(X, y)] * 3, mode=mode, stop_all=stop_all)
+    assert seen == ["interrupted at epoch 1"]
+    assert not any(net.initialized_ for net in nets)  # every fit undone
+    # stop_all False: the interrupted fit ends as a lone fit does, the others go on
+    nets = [make(0), make(1, at=1), make(2)]
+    assert fit_group(nets, [(X, y)] * 3, mode=mode, stop_all=lambda exc: False) == [None] * 3
+    assert [len(net.history_) for net in nets] == [3, 1, 3]
+    assert len(make(1, at=1).fit(X, y).history_) == 1
+    with pytest.raises(ValueError, match="stop_all must be None or a callable"):
+        fit_group(nets, [(X, y)] * 3, stop_all=True)
+
+
+def test_stop_all_stops_a_fit_that_is_not_grouped():
+    X, y = make_sparse_selection(48, T, D, Q, random_state=0)
+    nets = [_MyFCN(hidden_width=8, max_epochs=3, batch_size=16, random_state=0,
+                   callbacks=[_Interrupt(2)]),
+            SparseTokenFCN(hidden_width=8, max_epochs=3, batch_size=16, random_state=1)]
+    with pytest.raises(KeyboardInterrupt, match="interrupted at epoch 2"):
+        fit_group(nets, [(X, y)] * 2, stop_all=lambda exc: True)
+    assert not nets[0].initialized_ and not nets[1].initialized_  # the group never began

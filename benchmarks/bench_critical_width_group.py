@@ -1,0 +1,102 @@
+"""``critical_width`` with each width's rates and seeds as one group, against lone fits.
+
+The paper's model (``SparseTokenTransformer``, 1 positional draw, batch 32)
+at T = 16, d = 8, q = 3, searched over ``pe_dim`` from 4 with 3 rates and
+3 seeds (a width's group: 9 fits; the steps check's: 3), the whole search
+run three ways, side by side in rotating order:
+
+- ``lone``: every fit alone, one after the other (the search before groups;
+  the private switch ``_critical_width._LONE_FITS``; the baseline);
+- ``exact``: ``trainer="exact"``, the default (each fit bit for bit its
+  lone fit: checked here, table and width);
+- ``fused``: ``trainer="fused"``, each group one stacked model (equal to the
+  lone fits to float rounding: the largest difference of a validation
+  score is reported, and whether the width is the same).
+
+Reported: the search's fits and widths, its time per case, and the speed-up
+lone / case (the median over the repeats of the per-repeat ratio; above 1:
+faster than lone fits), on the CPU clock and the wall clock (on a busy
+machine the CPU clock is the steadier).
+
+    python benchmarks/bench_critical_width_group.py --quick
+    python benchmarks/bench_critical_width_group.py --device cuda
+"""
+
+import math
+
+import torch
+
+import common
+from sparse_token_estimators import SparseTokenTransformer, _critical_width, make_sparse_selection
+from sparse_token_estimators.model_selection import critical_width
+
+SEQ_LEN, TOKEN_DIM, N_SELECTED = 16, 8, 3
+RATES = (0.003, 0.01, 0.03)
+SEEDS = (0, 1, 2)
+
+
+def main():
+    p = common.parser(__doc__.splitlines()[0])
+    p.add_argument("--samples", type=int, default=None,
+                   help="training sequences (default 2048; --quick 1024)")
+    p.add_argument("--epochs", type=int, default=2, help="epochs of a fit (default 2)")
+    p.add_argument("--target", type=float, default=0.6,
+                   help="the search's target R^2 (default 0.6: a bracket, a bisection, "
+                        "the steps check)")
+    p.add_argument("--stop", type=int, default=32, help="widest pe_dim (default 32)")
+    args = p.parse_args()
+    repeats = common.setup(args, repeats=5, quick_repeats=3)
+    n_samples = args.samples or (1024 if args.quick else 2048)
+    X, y = make_sparse_selection(n_samples, SEQ_LEN, TOKEN_DIM, N_SELECTED, random_state=0)
+    validation = make_sparse_selection(512, SEQ_LEN, TOKEN_DIM, N_SELECTED, random_state=1)
+    est = SparseTokenTransformer(n_pe_draws=1, max_epochs=args.epochs, batch_size=32,
+                                 device=args.device)
+    results = {}
+
+    def search(case):
+        def run():
+            _critical_width._LONE_FITS = case == "lone"
+            try:
+                results[case] = critical_width(
+                    est, "pe_dim", X, y, lr_grid=RATES, seeds=SEEDS, start=4,
+                    stop=args.stop, target=args.target, validation=validation,
+                    trainer="fused" if case == "fused" else "exact")
+            finally:
+                _critical_width._LONE_FITS = False
+        return run
+
+    times = common.compare({case: search(case) for case in ("lone", "exact", "fused")},
+                           repeats=repeats, device=args.device)
+
+    def rows_of(result):
+        return [{k: v for k, v in row.items() if k != "fit_time"} for row in result.table]
+
+    lone = results["lone"]
+    assert rows_of(results["exact"]) == rows_of(lone), "exact groups differ from lone fits"
+    rows = []
+    for case, result in results.items():
+        same = ([(r["width"], r["lr"], r["seed"]) for r in result.table]
+                == [(r["width"], r["lr"], r["seed"]) for r in lone.table])
+        gap = max((abs(a["val_score"] - b["val_score"]) for a, b in
+                   zip(result.table, lone.table)), default=math.nan) if same else math.nan
+        rows.append({
+            "case": case, "fits": len(result.table),
+            "widths": ",".join(str(w) for w in result.scores),
+            "status": f"{result.status} {result.bracket}",
+            "cpu s": common.median(times, case, "cpu"),
+            "wall s": common.median(times, case, "wall"),
+            "speed-up (cpu)": 1 / common.ratio(times, case, "lone", "cpu"),
+            "speed-up (wall)": 1 / common.ratio(times, case, "lone", "wall"),
+            "same width": result.width == lone.width and result.status == lone.status,
+            "max |val score - lone|": gap,
+        })
+    common.print_table(
+        f"critical_width, the paper's model, T = {SEQ_LEN}, d = {TOKEN_DIM}, q = "
+        f"{N_SELECTED}, {len(RATES)} rates x {len(SEEDS)} seeds, {args.epochs} epoch(s) of "
+        f"{n_samples} sequences ({args.device}, {torch.get_num_threads()} thread(s), "
+        f"median of {repeats})", list(rows[0]), rows)
+    common.write_json(args, "bench_critical_width_group", {"rows": rows, "times": times})
+
+
+if __name__ == "__main__":
+    main()
