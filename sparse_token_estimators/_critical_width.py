@@ -29,6 +29,7 @@ import numbers
 import time
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
@@ -397,21 +398,29 @@ def _fit_one(estimator, params, seed_param, seed, train, validation, test, score
     _guard_interrupts(estimator)
     if seed_param is None:  # a net without random_state: seed torch in this worker
         torch.manual_seed(seed)
+    return _scored_row(estimator, lambda: estimator.fit(*train), validation, test, scorer,
+                       error_score)
+
+
+def _scored_row(estimator, fit, validation, test, scorer, error_score, fit_time=0.0):
+    """A row of the table: ``fit()`` (which fits ``estimator``, or raises its fit's
+    error), then its scores; a diverged or failed fit scores ``error_score``, as in
+    scikit-learn. ``fit_time`` adds to the time measured here."""
     row = {"val_score": math.nan, "test_score": None, "error": None}
     start = time.perf_counter()
     try:
-        estimator.fit(*train)
+        fit()
         row["val_score"] = float(scorer(estimator, *validation))
         if test is not None:
             row["test_score"] = float(scorer(estimator, *test))
-    except Exception as exc:  # a diverged or failed fit scores error_score, as in scikit-learn
+    except Exception as exc:
         if isinstance(error_score, str):  # "raise"
             raise
         row["val_score"] = float(error_score)
         row["error"] = f"{type(exc).__name__}: {exc}"
         if test is not None:
             row["test_score"] = float(error_score)
-    row["fit_time"] = time.perf_counter() - start
+    row["fit_time"] = fit_time + time.perf_counter() - start
     return row
 
 
@@ -439,26 +448,15 @@ def _fit_group(estimator, settings, train, validation, test, scorer, error_score
     except KeyboardInterrupt as exc:  # every fit of the group undone, none scored
         raise _Interrupted(str(exc)) from None
     share = (time.perf_counter() - start) / len(nets)
-    rows = []
-    for net, error in zip(nets, errors):
-        row = {"val_score": math.nan, "test_score": None, "error": None}
-        start = time.perf_counter()
-        try:
-            if error is not None:
-                raise error
-            row["val_score"] = float(scorer(net, *validation))
-            if test is not None:
-                row["test_score"] = float(scorer(net, *test))
-        except Exception as exc:  # as in _fit_one: the score of a failed fit
-            if isinstance(error_score, str):  # "raise"
-                raise
-            row["val_score"] = float(error_score)
-            row["error"] = f"{type(exc).__name__}: {exc}"
-            if test is not None:
-                row["test_score"] = float(error_score)
-        row["fit_time"] = share + time.perf_counter() - start
-        rows.append(row)
-    return rows
+    return [_scored_row(net, partial(_reraise, error), validation, test, scorer, error_score,
+                        fit_time=share)
+            for net, error in zip(nets, errors)]
+
+
+def _reraise(error):
+    """A group member's fit, already made: raise its error, if any."""
+    if error is not None:
+        raise error
 
 
 def _trains_groups(estimator, X, seed_param, n_jobs):
