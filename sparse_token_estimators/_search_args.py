@@ -8,6 +8,8 @@ search that cannot be run stops at once rather than after hours of fits
 import math
 import numbers
 
+from .architectures import encoder_width_multiple
+
 #: the widest width a search evaluates when its ``stop`` is None: a cap, so
 #: that a target no width reaches ends the search ("> stop") instead of
 #: growing the width without bound
@@ -170,16 +172,21 @@ def check_estimator(estimator, param, *, lr_param, steps_param, seed_param):
 
 
 def check_width_multiple(params, param, multiple, kind, *, start, stop, floor):
-    """An encoder's ``d_model`` must split into heads (of even size with rotary positions)."""
+    """An encoder's ``d_model`` must split into heads (of even size with rotary positions,
+    and be even with the sinusoidal encoding): :func:`encoder_width_multiple`."""
     if param != "d_model" or not _is_int(params.get("n_heads")):
         return
-    rope = params.get("positional_encoding") == "rope"
-    needed = params["n_heads"] * (2 if rope else 1)
+    encoding = params.get("positional_encoding")
+    needed = encoder_width_multiple(params["n_heads"], encoding)
     only_start = stop == start and floor in (None, start)  # a single width
     if (start if only_start else multiple) % needed:
-        why = (f"rotary positions rotate pairs of channels in each of its n_heads="
-               f"{params['n_heads']} heads" if rope else
-               f"each of its n_heads={params['n_heads']} heads gets d_model / n_heads channels")
+        why = {"rope": f"rotary positions rotate pairs of channels in each of its n_heads="
+                       f"{params['n_heads']} heads",
+               "sinusoidal": f"each of its n_heads={params['n_heads']} heads gets d_model / "
+                             f"n_heads channels, and the sinusoidal encoding pairs a sin and "
+                             f"a cos per frequency"}.get(
+            encoding, f"each of its n_heads={params['n_heads']} heads gets d_model / n_heads "
+                      f"channels")
         raise ValueError(
             f"{kind}'s d_model must be a multiple of {needed} ({why}); the search would try "
             f"other widths, whose fits fail. Pass multiple={needed}, with start, stop and "

@@ -76,6 +76,27 @@ def check_encoder_sizes(d_model, n_heads, positional_encoding):
         )
 
 
+def encoder_width_multiple(n_heads, positional_encoding):
+    """The number every ``d_model`` of the encoder must be a multiple of.
+
+    ``n_heads`` (each head gets ``d_model / n_heads`` channels), twice that
+    with rotary positions (each head rotates pairs of channels), and the least
+    common multiple of ``n_heads`` and 2 with the sinusoidal encoding (a sin
+    and a cos per frequency). A width search over ``d_model`` evaluates only
+    multiples of it, so that no width it tries is refused by
+    :func:`check_encoder_sizes`.
+
+    >>> [encoder_width_multiple(h, pe) for h, pe in
+    ...  [(1, "none"), (2, "rope"), (1, "sinusoidal"), (3, "sinusoidal"), (4, "sinusoidal")]]
+    [1, 4, 2, 6, 4]
+    """
+    if positional_encoding == "rope":
+        return 2 * n_heads
+    if positional_encoding == "sinusoidal":
+        return math.lcm(n_heads, 2)
+    return n_heads
+
+
 def input_scale(d_model):
     """The factor of the encoder's positional vectors: sqrt(d_model / 3).
 

@@ -388,7 +388,8 @@ def test_validation_data_of_another_token_dim_fails_loudly():
 
 
 @pytest.mark.parametrize("n_heads, encoding, needed", [(2, "rope", 4), (1, "rope", 2),
-                                                       (2, "none", 2)])
+                                                       (2, "none", 2), (1, "sinusoidal", 2),
+                                                       (3, "sinusoidal", 6)])
 def test_an_encoders_width_must_fit_its_heads_before_any_fit(n_heads, encoding, needed):
     from sparse_token_estimators import SparseTokenEncoder
 

@@ -151,3 +151,32 @@ def test_the_protocol_fits_every_rate_then_the_chosen_one_with_twice_the_steps()
     # the steps check: both bracketing widths, at their chosen rate only
     lower, upper = found["bracket"]
     assert sorted((f.width, f.lr) for f in twice) == [(lower, 0.03), (upper, 0.03)]
+
+
+def test_every_width_an_encoders_search_tries_is_one_the_encoder_accepts():
+    """The quick run once stopped on d_model=11 for the sinusoidal encoder (it pairs a sin
+    and a cos per frequency): a search brackets only widths its model can be built at."""
+    from sparse_token_estimators.architectures import check_encoder_sizes
+    from sparse_token_estimators.reproduce._bracket import protocol_searches
+    from sparse_token_estimators.reproduce._models import MODELS
+
+    keys = [key for key, spec in MODELS.items() if spec.family == "encoder"]
+    searches = protocol_searches(SMOKE, (8,), keys, n_train=lambda T: 8,
+                                 start=lambda key, T, before: 5, stop=lambda key, T: 63,
+                                 floor=lambda key, T: 3)
+    tried, records = set(), None
+    try:
+        while True:
+            fits = searches.send(records)
+            tried |= {(f.model, f.width) for f in fits}
+            records = {(f, s): {"val_r2": min(1.0, f.width / 13.0)}
+                       for f in fits for s in SMOKE.seeds()}
+    except StopIteration as end:
+        found = end.value
+    assert {model for model, _ in tried} == set(keys)
+    for model, width in tried:
+        params = dict(MODELS[model].params)
+        check_encoder_sizes(width, params["n_heads"], params["positional_encoding"])
+    assert any(width % 2 for model, width in tried if model == "encoder_none")
+    for key in ("encoder_sinusoidal", "encoder_rope"):
+        assert found[8][key]["width"] % 2 == 0

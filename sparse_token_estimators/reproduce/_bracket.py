@@ -26,6 +26,7 @@ from functools import partial
 import numpy as np
 
 from .._critical_width import search_steps
+from ..architectures import encoder_width_multiple
 from ._experiment import find, fmt, markdown_table, seeds_text, summarise
 from ._models import MODELS, Fit, model_name, model_seeds, training
 
@@ -102,11 +103,14 @@ def lockstep(searches):
 
 
 def width_multiple(model):
-    """2 for an encoder with rotary positions (its ``d_model`` per head must be even), else
-    1: every width its search evaluates is a multiple of this."""
+    """What every width the search of ``model`` (a key of ``MODELS``) evaluates is a
+    multiple of: :func:`~sparse_token_estimators.architectures.encoder_width_multiple` for
+    an encoder (2 with rotary positions or the sinusoidal encoding, at one head), else 1."""
     spec = MODELS[model]
-    return 2 if spec.family == "encoder" and \
-        dict(spec.params).get("positional_encoding") == "rope" else 1
+    if spec.family != "encoder":
+        return 1
+    params = dict(spec.params)
+    return encoder_width_multiple(params["n_heads"], params.get("positional_encoding"))
 
 
 def protocol_searches(config, lens, keys, *, n_train, start, stop, floor):

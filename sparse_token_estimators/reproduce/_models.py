@@ -56,7 +56,8 @@ def _encoding(name, encoding, training="paper_training", **kwargs):
 
 #: how the architectures' names call each encoding of the encoder
 ENCODING_NAMES = {**{e: f"{e} PE" for e in ENCODER_ENCODINGS}, "none": "no PE", "rope": "RoPE"}
-#: the encoder beyond the paper: one block, one head (any d_model is allowed)
+#: the encoder beyond the paper: one block, one head (any d_model, an even one with rotary
+#: positions or the sinusoidal encoding: ``_bracket.width_multiple``)
 ENCODER_PARAMS = (("n_heads", 1), ("n_layers", 1))
 
 #: the state size N of the catalogue's Mamba (its default, and Mamba's): each block
