@@ -605,7 +605,9 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
     factor, refine, fall_tol, check_steps, multiple
         As in :func:`bracket_critical_width`. An encoder's ``d_model`` must
         be a multiple of ``n_heads`` (of ``2 * n_heads`` with rotary
-        positions): ``multiple=4`` for
+        positions, and even with the sinusoidal encoding:
+        :func:`~sparse_token_estimators.architectures.encoder_width_multiple`):
+        ``multiple=4`` for
         ``SparseTokenEncoder(positional_encoding="rope")`` and its two
         heads (refused before any fit otherwise).
     lr_param, steps_param : str, default="lr", "max_epochs"
