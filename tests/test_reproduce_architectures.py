@@ -186,6 +186,46 @@ def test_the_widths_figure_names_the_lengths_it_spans(several_lengths):
     assert "T=3..6, d=2, q=2" in title and "T=4," not in title
 
 
+def _unresolved_at_stop(results, model, T):
+    """``results`` with ``model``'s search at ``T`` reaching the target at its stop, 12,
+    only with twice the steps (star None, "unresolved"), and that row."""
+    results = copy.deepcopy(results)
+    row = next(r for r in results["architectures"]["critical"]
+               if r["model"] == model and r["seq_len"] == T)
+    row.update(star=None, status="unresolved", evaluated=[1, 2, 4, 8, 12],
+               doubled_scores={"12": 0.9})
+    return results, row
+
+
+def test_the_widths_figure_circles_a_search_unresolved_at_its_stop(several_lengths):
+    pytest.importorskip("matplotlib")
+    from sparse_token_estimators.reproduce._architectures import plot_architectures
+
+    def circles(fig):  # open circles drawn at the widest width fitted, 12
+        return [c for ax in fig.axes for c in ax.collections
+                if len(c.get_offsets()) == 1 and c.get_offsets()[0][1] == 12
+                and not c.get_facecolors().size]
+
+    results, row = _unresolved_at_stop(several_lengths[1], "gru", 6)
+    assert len(circles(plot_architectures(results))) == 1  # on the "not reached" triangle
+    row.update(status="> stop")
+    assert circles(plot_architectures(results)) == []
+
+
+def test_the_widths_bars_name_a_search_unresolved_at_its_stop(results):
+    pytest.importorskip("matplotlib")
+    from sparse_token_estimators.reproduce._architectures import plot_architectures
+
+    def label(results):
+        return next(t.get_text() for ax in plot_architectures(results).axes
+                    for t in ax.get_xticklabels() if t.get_text().startswith("GRU"))
+
+    results, row = _unresolved_at_stop(results, "gru", SMOKE.seq_len)
+    assert label(results).endswith("\nunresolved at 12")
+    row.update(status="> stop")
+    assert label(results).endswith("\nnone up to 12")
+
+
 # -- the third set: the rivals' stop, their fixed-width R^2, the recipe -------------------
 
 

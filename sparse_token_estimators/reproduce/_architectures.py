@@ -540,7 +540,9 @@ def _width_bars(ax, s, rows):
     """One T: a bar per searched model, T d and the FCN bound's width as lines."""
     # the value in the tick label, not over the bar: no reference line strikes it
     labels = [_what(r["model"]).replace("encoder, ", "encoder,\n") + "\n"
-              + (f"{_width(r)}" if r["star"] else f"none up to {_widest(r)}")
+              + (f"{_width(r)}" if r["star"] else
+                 f"unresolved at {_widest(r)}" if r["status"] == "unresolved" else
+                 f"none up to {_widest(r)}")
               for r in rows]
     stars = [_width(r) or 0 for r in rows]
     td, bound = rows[0]["td"], rows[0]["fcn_bound_width"]
@@ -581,12 +583,16 @@ def _width_lines(ax, s, rows):
         for r in (r for r in missed if r["model"] == model):
             point = (r["seq_len"], _widest(r))
             k, i = len(sharing[point]), sharing[point].index(model)
-            not_reached(ax, point[0] * 2 ** (NOT_REACHED_SPREAD * (i - (k - 1) / 2)), point[1],
-                        color=color, zorder=3)
+            x = point[0] * 2 ** (NOT_REACHED_SPREAD * (i - (k - 1) / 2))
+            not_reached(ax, x, point[1], color=color, zorder=3)
+            if r["status"] == "unresolved":  # reached at the stop with twice the steps
+                ax.scatter([x], [point[1]], s=90, marker="o", facecolors="none",
+                           edgecolors=color, zorder=3)
     if missed:
         not_reached(ax, [], [], color="gray",
                     label="not reached up to this width (colour: the model)")
-    if any(r["star"] and r["status"] != "found" for r in rows):
+    if any(r["status"] == "unresolved" or (r["star"] and r["status"] != "found")
+           for r in rows):
         ax.scatter([], [], marker="o", s=90, facecolors="none", edgecolors="gray",
                    label="circled: unresolved (the steps check moves the bracket)")
     ax.set_xscale("log", base=2)
