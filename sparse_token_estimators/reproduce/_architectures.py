@@ -555,6 +555,11 @@ def _width_bars(ax, s, rows):
            ylabel="smallest width (d_model, hidden_size, d + pe_dim, m)")
 
 
+def _circle(ax, x, y, color, **kwargs):
+    """Open circles at (``x``, ``y``): the widths figure's mark of an unresolved search."""
+    ax.scatter(x, y, s=90, marker="o", facecolors="none", edgecolors=color, zorder=3, **kwargs)
+
+
 def _width_lines(ax, s, rows):
     """Several T: each searched model's smallest width against T (log axes), beside T d,
     the FCN bound's width and d + pe_dim_best; a T not reached marked at the widest fit."""
@@ -578,23 +583,20 @@ def _width_lines(ax, s, rows):
         ax.plot([r["seq_len"] for r in found], [_width(r) for r in found],
                 marker=MARKERS[_base(model)], color=color, label=_what(model))
         unsettled = [r for r in found if r["status"] != "found"]
-        ax.scatter([r["seq_len"] for r in unsettled], [_width(r) for r in unsettled], s=90,
-                   marker="o", facecolors="none", edgecolors=color, zorder=3)
+        _circle(ax, [r["seq_len"] for r in unsettled], [_width(r) for r in unsettled], color)
         for r in (r for r in missed if r["model"] == model):
             point = (r["seq_len"], _widest(r))
             k, i = len(sharing[point]), sharing[point].index(model)
             x = point[0] * 2 ** (NOT_REACHED_SPREAD * (i - (k - 1) / 2))
             not_reached(ax, x, point[1], color=color, zorder=3)
             if r["status"] == "unresolved":  # reached at the stop with twice the steps
-                ax.scatter([x], [point[1]], s=90, marker="o", facecolors="none",
-                           edgecolors=color, zorder=3)
+                _circle(ax, [x], [point[1]], color)
     if missed:
         not_reached(ax, [], [], color="gray",
                     label="not reached up to this width (colour: the model)")
     if any(r["status"] == "unresolved" or (r["star"] and r["status"] != "found")
            for r in rows):
-        ax.scatter([], [], marker="o", s=90, facecolors="none", edgecolors="gray",
-                   label="circled: unresolved (the steps check moves the bracket)")
+        _circle(ax, [], [], "gray", label="circled: unresolved (the steps check moves the bracket)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xticks(lens, [str(T) for T in lens])
