@@ -226,6 +226,29 @@ def test_the_widths_bars_name_a_search_unresolved_at_its_stop(results):
     assert label(results).endswith("\nnone up to 12")
 
 
+def test_the_widths_bars_mark_a_width_found_but_unresolved(results):
+    pytest.importorskip("matplotlib")
+    from sparse_token_estimators.reproduce._architectures import plot_architectures
+
+    def gru_bar(results):  # the GRU's tick label and its bar's hatch
+        ax = next(ax for ax in plot_architectures(results).axes
+                  if any(t.get_text().startswith("GRU") for t in ax.get_xticklabels()))
+        i, text = next((i, t.get_text()) for i, t in enumerate(ax.get_xticklabels())
+                       if t.get_text().startswith("GRU"))
+        return text, ax.patches[i].get_hatch()
+
+    results = copy.deepcopy(results)
+    row = next(r for r in results["architectures"]["critical"]
+               if r["model"] == "gru" and r["seq_len"] == SMOKE.seq_len)
+    row.update(star=8, status="unresolved", evaluated=[1, 2, 4, 8, 12],
+               doubled_scores={"8": 0.7})
+    text, hatch = gru_bar(results)
+    assert text.endswith("\n8, unresolved") and hatch == "//"
+    row.update(status="found")
+    text, hatch = gru_bar(results)
+    assert text.endswith("\n8") and not hatch
+
+
 # -- the third set: the rivals' stop, their fixed-width R^2, the recipe -------------------
 
 

@@ -539,14 +539,20 @@ def plot_lengths(results):
 def _width_bars(ax, s, rows):
     """One T: a bar per searched model, T d and the FCN bound's width as lines."""
     # the value in the tick label, not over the bar: no reference line strikes it
+    # a width found but not settled (the steps check moved the bracket) says its status
+    # and its bar is hatched, as the lines figure circles it
     labels = [_what(r["model"]).replace("encoder, ", "encoder,\n") + "\n"
-              + (f"{_width(r)}" if r["star"] else
+              + (f"{_width(r)}" if r["star"] and r["status"] == "found" else
+                 f"{_width(r)}, {r['status']}" if r["star"] else
                  f"unresolved at {_widest(r)}" if r["status"] == "unresolved" else
                  f"none up to {_widest(r)}")
               for r in rows]
     stars = [_width(r) or 0 for r in rows]
     td, bound = rows[0]["td"], rows[0]["fcn_bound_width"]
-    ax.bar(range(len(stars)), stars, color=[COLORS[_base(r["model"])] for r in rows])
+    bars = ax.bar(range(len(stars)), stars, color=[COLORS[_base(r["model"])] for r in rows])
+    for bar, r in zip(bars, rows):
+        if r["star"] and r["status"] != "found":
+            bar.set(hatch="//", edgecolor="white")
     ax.axhline(td, color="black", linestyle="--", label=f"T d = {td}")
     ax.axhline(bound, color="tab:red", linestyle=":",
                label=f"FCN bound's width for R^2 {s['target_r2']}")
