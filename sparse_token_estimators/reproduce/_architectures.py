@@ -542,8 +542,8 @@ def _width_bars(ax, s, rows):
     # a width found but not settled (the steps check moved the bracket) says its status
     # and its bar is hatched, as the lines figure circles it
     labels = [_what(r["model"]).replace("encoder, ", "encoder,\n") + "\n"
-              + (f"{_width(r)}" if r["star"] and r["status"] == "found" else
-                 f"{_width(r)}, {r['status']}" if r["star"] else
+              + (f"{_width(r)}, {r['status']}" if _unsettled(r) else
+                 f"{_width(r)}" if r["star"] else
                  f"unresolved at {_widest(r)}" if r["status"] == "unresolved" else
                  f"none up to {_widest(r)}")
               for r in rows]
@@ -551,7 +551,7 @@ def _width_bars(ax, s, rows):
     td, bound = rows[0]["td"], rows[0]["fcn_bound_width"]
     bars = ax.bar(range(len(stars)), stars, color=[COLORS[_base(r["model"])] for r in rows])
     for bar, r in zip(bars, rows):
-        if r["star"] and r["status"] != "found":
+        if _unsettled(r):
             bar.set(hatch="//", edgecolor="white")
     ax.axhline(td, color="black", linestyle="--", label=f"T d = {td}")
     ax.axhline(bound, color="tab:red", linestyle=":",
@@ -559,6 +559,11 @@ def _width_bars(ax, s, rows):
     ax.set_xticks(range(len(stars)), labels)
     ax.set(ylim=(0, 1.1 * max([td, bound, *stars])),
            ylabel="smallest width (d_model, hidden_size, d + pe_dim, m)")
+
+
+def _unsettled(row):
+    """Whether a critical row found a width that the steps check did not settle."""
+    return bool(row["star"]) and row["status"] != "found"
 
 
 def _circle(ax, x, y, color, **kwargs):
@@ -588,7 +593,7 @@ def _width_lines(ax, s, rows):
         found = [r for r in rows if r["model"] == model and r["star"]]
         ax.plot([r["seq_len"] for r in found], [_width(r) for r in found],
                 marker=MARKERS[_base(model)], color=color, label=_what(model))
-        unsettled = [r for r in found if r["status"] != "found"]
+        unsettled = [r for r in found if _unsettled(r)]
         _circle(ax, [r["seq_len"] for r in unsettled], [_width(r) for r in unsettled], color)
         for r in (r for r in missed if r["model"] == model):
             point = (r["seq_len"], _widest(r))
@@ -600,8 +605,7 @@ def _width_lines(ax, s, rows):
     if missed:
         not_reached(ax, [], [], color="gray",
                     label="not reached up to this width (colour: the model)")
-    if any(r["status"] == "unresolved" or (r["star"] and r["status"] != "found")
-           for r in rows):
+    if any(r["status"] == "unresolved" or _unsettled(r) for r in rows):
         _circle(ax, [], [], "gray", label="circled: unresolved (the steps check moves the bracket)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
