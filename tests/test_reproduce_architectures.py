@@ -382,3 +382,30 @@ def test_two_architecture_seeds_of_three_end_to_end_from_the_command_line(
     manifest = json.loads((tmp_path / _records.MANIFEST).read_text())
     others = [f for f in saved["fits"] if "architectures" not in f["used_by"]]
     assert manifest["resumed_fits"] > len(others)
+
+
+def test_the_widths_figure_keeps_its_legends_inside_it(several_lengths):
+    # both layouts with several T: two panels' legends side by side were wider than the
+    # figure, and the first was cut at its left edge
+    pytest.importorskip("matplotlib")
+    from sparse_token_estimators.reproduce._architectures import plot_architectures
+
+    _, results = several_lengths
+    results = copy.deepcopy(results)
+    for row in results["architectures"]["critical"]:  # the longest labels of the legend
+        if row["model"] == "gru" and row["seq_len"] == 6:
+            row.update(star=None, status="unresolved", evaluated=[1, 2, 4, 8, 12],
+                       doubled_scores={"12": 0.9})
+    fig = plot_architectures(results)
+    assert all(len({r["seq_len"] for r in results["architectures"]["critical"]
+                    if r["layout"] == lay}) > 1 for lay in ("indicator", "query"))
+    fig.canvas.draw()
+    legends = fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    assert legends
+    box = fig.bbox
+    for legend in legends:
+        extent = legend.get_window_extent()
+        assert box.x0 - 1 <= extent.x0 and extent.x1 <= box.x1 + 1, extent
+        assert box.y0 - 1 <= extent.y0 and extent.y1 <= box.y1 + 1, extent
+    labels = [t.get_text() for legend in legends for t in legend.get_texts()]
+    assert len(labels) == len(set(labels)) and "T d" in labels

@@ -496,15 +496,24 @@ def plot_architectures(results):
     and the paper's model's best case."""
     config, s = config_of(results), results["architectures"]
     fig, panels = _panels([lay for lay in LAYOUTS if _in_layout(s["critical"], lay)], (6.5, 6))
+    entries = {}  # the line panels' legend entries, each label once
     for ax, lay in panels:
         rows = _in_layout(s["critical"], lay)
         one_T = len({r["seq_len"] for r in rows}) == 1
         (_width_bars if one_T else _width_lines)(ax, s, rows)
         ax.set_title(f"{lay.capitalize()} layout: smallest width with validation R^2 >= "
                      f"{s['target_r2']}", fontsize=MIN_FONT + 1)
-        # the bars' tick labels take three lines: their legend sits below them
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22 if one_T else -0.14), ncol=2,
-                  fontsize=MIN_FONT)
+        if one_T:  # the bars' tick labels take three lines: their legend sits below them
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2,
+                      fontsize=MIN_FONT)
+        else:
+            for handle, label in zip(*ax.get_legend_handles_labels()):
+                entries.setdefault(label, handle)
+    if entries:
+        # the line panels share most entries (T d, the bound, the marks), and two panels'
+        # legends side by side are wider than the figure: one legend below it all
+        fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=3,
+                   fontsize=MIN_FONT)
     spanned = [r["seq_len"] for r in s["critical"]]
     title = task_title(config, spanned, len(config.architecture_seeds()))
     fig.suptitle(f"More architectures (beyond the paper; {title})", fontsize=MIN_FONT + 2)
