@@ -61,7 +61,15 @@ from ._experiment import (
     select,
     summarise,
 )
-from ._figures import MIN_FONT, R2_FLOOR, length_axes, not_reached, pyplot, task_title
+from ._figures import (
+    MIN_FONT,
+    R2_FLOOR,
+    legend_below,
+    length_axes,
+    not_reached,
+    pyplot,
+    task_title,
+)
 from ._models import MODELS, QUERY_MODELS, SSM_STATE, Fit, model_name, query_rivals
 
 #: the models whose smallest width is searched in the indicator layout
@@ -496,7 +504,7 @@ def plot_architectures(results):
     and the paper's model's best case."""
     config, s = config_of(results), results["architectures"]
     fig, panels = _panels([lay for lay in LAYOUTS if _in_layout(s["critical"], lay)], (6.5, 6))
-    entries = {}  # the line panels' legend entries, each label once
+    lines = []  # the panels of several T
     for ax, lay in panels:
         rows = _in_layout(s["critical"], lay)
         one_T = len({r["seq_len"] for r in rows}) == 1
@@ -507,13 +515,11 @@ def plot_architectures(results):
             ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2,
                       fontsize=MIN_FONT)
         else:
-            for handle, label in zip(*ax.get_legend_handles_labels()):
-                entries.setdefault(label, handle)
-    if entries:
+            lines.append(ax)
+    if lines:
         # the line panels share most entries (T d, the bound, the marks), and two panels'
         # legends side by side are wider than the figure: one legend below it all
-        fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=3,
-                   fontsize=MIN_FONT)
+        legend_below(fig, *lines, ncol=3)
     spanned = [r["seq_len"] for r in s["critical"]]
     title = task_title(config, spanned, len(config.architecture_seeds()))
     fig.suptitle(f"More architectures (beyond the paper; {title})", fontsize=MIN_FONT + 2)

@@ -55,10 +55,15 @@ def legend_beside(ax, **kwargs):
                      fontsize=MIN_FONT, **kwargs)
 
 
-def legend_below(fig, ax, *, ncol=2):
-    """The legend of ``ax`` below the whole figure (``layout="constrained"``)."""
-    return fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=ncol,
-                      fontsize=MIN_FONT)
+def legend_below(fig, *axes, ncol=2):
+    """One legend of ``axes`` below the whole figure (``layout="constrained"``), each label
+    once (panels that share entries list them once)."""
+    entries = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    return fig.legend(list(entries.values()), list(entries), loc="outside lower center",
+                      ncol=ncol, fontsize=MIN_FONT)
 
 
 def legend_or_note(ax, legend):
