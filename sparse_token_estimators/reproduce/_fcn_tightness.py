@@ -38,6 +38,7 @@ from ._figures import (
     not_reached,
     powers_of_two_ticks,
     pyplot,
+    unsettled_entry,
     unsettled_marks,
 )
 from ._models import model_name
@@ -147,7 +148,7 @@ def plot_critical_widths(results):
     fig, ax = plt.subplots(figsize=(8, 4.6))
     critical = {key: results.get(key, {}).get("critical", [])
                 for key in ("width_scaling", "fcn_tightness")}
-    plotted = []
+    plotted, opened = [], False
     for key, offset, model, label in (
             ("width_scaling", d, "paper", "transformer (paper's model): d + pe_dim*"),
             ("fcn_tightness", 0, "fcn", "FCN: m*")):
@@ -164,9 +165,10 @@ def plot_critical_widths(results):
         td = [r["td"] for r in rows]
         plotted += td + list(found_with_bracket(ax, td, rows, offset, label=label,
                                                 **STYLES[model]))
-        unsettled_marks(ax, td, rows, offset, color=STYLES[model]["color"],
-                        marker=STYLES[model]["marker"],
-                        label=f"{label.split(':')[0]}: open, not settled by the steps check")
+        opened |= unsettled_marks(ax, td, rows, offset, color=STYLES[model]["color"],
+                                  marker=STYLES[model]["marker"])
+    if opened:
+        unsettled_entry(ax)
     best = [r for r in critical["width_scaling"] if r.get("pe_dim_best")]
     if best:
         ax.plot([r["td"] for r in best], [d + r["pe_dim_best"] for r in best], color="black",
