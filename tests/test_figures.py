@@ -185,7 +185,8 @@ def test_a_width_the_steps_check_did_not_settle_is_drawn_open(smoke_results):
     for draw, opened in ((plot_width_scaling, 1), (plot_critical_widths, 2)):
         fig = draw(results)
         try:
-            marks = [c for ax in fig.axes for c in ax.collections if len(c.get_offsets())
+            marks = [c for ax in fig.axes for c in ax.collections
+                     if len(c.get_offsets()) and len(c.get_facecolor())
                      and np.allclose(c.get_facecolor()[0], (1, 1, 1, 1))]
             assert len(marks) == opened  # one per model
             assert all(len(c.get_offsets()) == 1 for c in marks)  # the last T only
