@@ -258,10 +258,10 @@ def _missing_folders(out):
 
 
 def _remove_folders(folders):
-    """Remove ``folders`` (the deepest first), each only while empty but for the lock file."""
+    """Remove ``folders`` (the deepest first), each only while empty. A lock file there is
+    never removed here: a refused run removes its own while it holds it (``_open_out``);
+    one it does not hold is another run's, whose folder stays."""
     with contextlib.suppress(OSError):
-        if folders:
-            (folders[0] / _records.LOCK_FILE).unlink(missing_ok=True)
         for folder in folders:
             folder.rmdir()
 
@@ -289,9 +289,11 @@ def _check_out(parser, args):
     return made
 
 
-def _open_out(parser, args, config, command=None):
+def _open_out(parser, args, config, command=None, made=()):
     """Lock ``--out`` and open its records (before any fit), refusing another run's
-    folder or a file there that cannot be trusted. Returns ``(lock, store)``."""
+    folder or a file there that cannot be trusted. Returns ``(lock, store)``.
+    Refused, it releases the lock, first removing the lock file if it holds it and
+    made ``--out`` (``made``, from ``_check_out``)."""
     out = Path(args.out)
     lock = _records.RunLock(out, command)
     try:
@@ -306,10 +308,10 @@ def _open_out(parser, args, config, command=None):
                          "one run: choose a new or empty folder, or move them")
         return lock, _records.RecordStore(out, config)
     except (_records.StoreError, _records.OutNotWritable) as exc:
-        lock.release()
+        lock.release(remove=bool(made))
         parser.error(f"argument --out: {exc.strerror if isinstance(exc, OSError) else exc}")
     except BaseException:
-        lock.release()
+        lock.release(remove=bool(made))
         raise
 
 
@@ -423,7 +425,8 @@ def main(argv=None):
                 if args.scheduler:
                     _check_distributed()
                     _check_scheduler(parser, args.scheduler)
-                lock, store = _open_out(parser, args, config, shlex.join(_command(argv)))
+                lock, store = _open_out(parser, args, config, shlex.join(_command(argv)),
+                                        made)
             except SystemExit:  # a refused run leaves no folder it made
                 _remove_folders(made)
                 raise

@@ -212,6 +212,61 @@ def test_a_fifo_in_out_is_refused_naming_it_never_read(name, message, no_fit, tm
     assert (out / name).is_fifo()
 
 
+def test_two_runs_started_at_once_on_a_new_out_the_refused_one_leaves_the_others_lock(
+        no_fit, tmp_path, capsys, monkeypatch):
+    # both find --out missing (both "made" it); the first takes the lock between the
+    # second's check of --out and its lock
+    out = tmp_path / "new" / "out"
+    check_out, first = cli._check_out, []
+
+    def then_the_first_run_locks(parser, args):
+        made = check_out(parser, args)
+        first.append(_records.RunLock(out, "the first run").acquire())
+        return made
+
+    monkeypatch.setattr(cli, "_check_out", then_the_first_run_locks)
+    err = _usage_error(["--out", str(out)], capsys)
+    assert f"{out} is in use by another run (PID {os.getpid()}: the first run)" in err
+    assert (out / ".lock").is_file()  # the first run's lock, and its folder, stay
+    monkeypatch.setattr(cli, "_check_out", check_out)
+    err = _usage_error(["--out", str(out)], capsys)  # a third run: refused too
+    assert "is in use by another run" in err
+    first[0].release()
+
+
+def test_a_refused_run_that_made_out_and_took_its_lock_removes_both(no_fit, tmp_path,
+                                                                     capsys, monkeypatch):
+    out = tmp_path / "new" / "out"
+    monkeypatch.setattr(_records, "foreign_files", lambda out: ["x"])
+    err = _usage_error(["--out", str(out)], capsys)
+    assert "holds 1 file(s) that no run wrote" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_lock_taken_on_a_removed_lock_file_is_taken_again_on_the_new_one(tmp_path):
+    # a run that opened .lock just before its holder removed it locks the new file
+    lock = _records.RunLock(tmp_path)
+    real_flock, removed = None, []
+    import fcntl
+
+    real_flock = fcntl.flock
+
+    def flock(fd, op):
+        if not removed:  # the holder removes the file between our open and our flock
+            removed.append(True)
+            os.unlink(tmp_path / ".lock")
+        return real_flock(fd, op)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fcntl, "flock", flock)
+        lock.acquire()
+    try:
+        with pytest.raises(_records.OutLocked):  # the file now there is the one locked
+            _records.RunLock(tmp_path).acquire()
+    finally:
+        lock.release()
+
+
 def test_a_refused_run_leaves_no_folder_it_made(no_fit, tmp_path, capsys):
     out = tmp_path / "new" / "a" / "b" / "out"
     err = _usage_error(["--out", str(out), "--seq-len", "1", "--n-selected", "1"], capsys)
