@@ -4,7 +4,8 @@ files parametrise over, with the helpers that check a refused call changed nothi
 
 Tests run torch on one thread (the machines that run the suite are small and
 shared), or on ``SPARSE_TOKEN_TEST_THREADS`` threads when that is set (``.ci/run``
-runs the tests whose numbers depend on the kernels' rounding again with 2), and skip ``@pytest.mark.slow`` tests unless ``-m`` names them, e.g.
+runs the tests whose numbers depend on the kernels' rounding again with 2), and
+skip ``@pytest.mark.slow`` tests unless ``-m`` names them, e.g.
 ``python -m pytest -m slow``.
 """
 
