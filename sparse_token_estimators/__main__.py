@@ -196,7 +196,7 @@ def _check_scheduler(parser, address):
     """Refuse a TCP scheduler address that accepts no connection within the timeout, or
     whose peer does not answer as a Dask scheduler within it."""
     scheme, _, rest = address.rpartition("://")
-    if scheme not in ("", "tcp", "tls"):
+    if scheme not in ("", "tcp", "tls", "ws", "wss"):
         return  # inproc://, ucx://, ...: distributed's own connect says what is wrong
     host, sep, port = rest.rpartition(":")
     if not sep or not port.isdigit():
@@ -209,8 +209,17 @@ def _check_scheduler(parser, address):
         parser.error(f"argument --scheduler: nothing accepts a connection at {address} "
                      f"within {SCHEDULER_TIMEOUT:g} s ({exc.strerror or exc}); start the "
                      "scheduler (`dask scheduler`) or leave --scheduler out to fit here")
-    if scheme == "tls":
-        return  # its handshake needs the cluster's certificates: the client's to make
+    if scheme in ("tls", "wss"):
+        # the whole handshake needs the cluster's certificates (the client's to make);
+        # whether the peer speaks TLS at all is seen without them
+        if not _speaks_tls(host.strip("[]"), int(port), SCHEDULER_TIMEOUT):
+            parser.error(f"argument --scheduler: {address} accepts a connection but does "
+                         f"not answer a TLS handshake within {SCHEDULER_TIMEOUT:g} s (a plain "
+                         f"TCP port?); check the host and the port, or use "
+                         f"tcp://{rest} if the scheduler does not use TLS")
+        return
+    if scheme == "ws":
+        return  # a websocket's upgrade: distributed's connect, bounded by the client's timeout
     from .distributed import _scheduler_identity
 
     kind = _scheduler_identity(address, SCHEDULER_TIMEOUT)
@@ -221,6 +230,25 @@ def _check_scheduler(parser, address):
         parser.error(f"argument --scheduler: {address} accepts a connection but is {what}; "
                      "check the host and the port (a scheduler listens on 8786 unless told "
                      "otherwise: `dask scheduler` prints its address)")
+
+
+def _speaks_tls(host, port, timeout):
+    """Whether the peer at ``host:port`` answers a TLS handshake within ``timeout``
+    seconds: it completes, or the peer refuses it with a TLS alert (a client
+    certificate required, ...). Silence, a close or bytes that are no TLS: False."""
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as raw, \
+                context.wrap_socket(raw, server_hostname=host or None):
+            return True
+    except ssl.SSLError as exc:  # the peer's alert is TLS; a record that is none is not
+        return "ALERT" in (exc.reason or "").upper()
+    except OSError:  # timed out, reset, closed
+        return False
 
 
 def _build_config(parser, args):

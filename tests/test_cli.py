@@ -180,6 +180,50 @@ def test_a_port_that_is_no_dask_scheduler_is_refused_at_once(no_fit, tmp_path, c
     assert not out.exists()
 
 
+def test_tls_on_a_plain_tcp_port_is_refused_at_once(no_fit, tmp_path, capsys, monkeypatch,
+                                                     bounded, silent_server):
+    pytest.importorskip("distributed")
+    monkeypatch.setattr(cli, "SCHEDULER_TIMEOUT", 0.5)
+    address = silent_server.replace("tcp://", "tls://")
+    out = tmp_path / "out"
+    err = " ".join(_usage_error(["--out", str(out), "--scheduler", address], capsys).split())
+    assert (f"argument --scheduler: {address} accepts a connection but does not answer a TLS "
+            "handshake within 0.5 s (a plain TCP port?); check the host and the port, or use "
+            f"{silent_server} if the scheduler does not use TLS") in err
+    assert not out.exists()
+
+
+def test_a_peer_that_answers_no_tls_is_told_from_one_that_sends_a_tls_alert():
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def answer_once(reply):
+        connection = server.accept()[0]
+        connection.recv(4096)
+        connection.sendall(reply)
+        connection.close()
+
+    # bytes that are no TLS record (a Dask or HTTP server's answer): not TLS
+    threading.Thread(target=answer_once, args=(b"HTTP/1.1 400 Bad Request\r\n\r\n",),
+                     daemon=True).start()
+    assert not cli._speaks_tls("127.0.0.1", port, 5)
+    # a TLS alert record (handshake_failure: e.g. a client certificate it requires): TLS
+    alert = bytes([21, 3, 3, 0, 2, 2, 40])
+    threading.Thread(target=answer_once, args=(alert,), daemon=True).start()
+    assert cli._speaks_tls("127.0.0.1", port, 5)
+    server.close()
+
+
+def test_a_websocket_scheduler_where_nothing_listens_is_refused_at_once(no_fit, tmp_path,
+                                                                        capsys, bounded):
+    pytest.importorskip("distributed")
+    err = _usage_error(["--out", str(tmp_path), "--scheduler", "ws://127.0.0.1:9"], capsys)
+    assert "argument --scheduler: nothing accepts a connection at ws://127.0.0.1:9" in err
+
+
 def test_a_dask_scheduler_answers_as_one():
     distributed = pytest.importorskip("distributed")
     from sparse_token_estimators.distributed import _scheduler_identity
