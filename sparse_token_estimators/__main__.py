@@ -272,7 +272,24 @@ def _build_config(parser, args):
         named = [flag for name, flag in FLAGS.items()
                  if message.startswith(name + " ") or f"{name}=" in message]
         parser.error(f"{'/'.join(named) or 'arguments'}: {message}")
+    _check_architecture_seeds(parser, args, config)
     return config
+
+
+def _check_architecture_seeds(parser, args, config):
+    """``--architecture-seeds N`` is refused where it would change nothing: a scale
+    without the architectures experiment, or more seeds than the run has."""
+    k = args.architecture_n_seeds
+    if k is None:
+        return
+    if config.experiments is not None and "architectures" not in config.experiments:
+        parser.error(f"argument --architecture-seeds: --scale {args.scale} runs no "
+                     f"architectures experiment (it runs {', '.join(config.experiments)}); "
+                     "leave --architecture-seeds out, or choose --scale quick or paper")
+    if k > config.n_seeds:
+        parser.error(f"argument --architecture-seeds: {k} is more than the run's "
+                     f"{config.n_seeds} seed(s) (--seeds); pass --architecture-seeds "
+                     f"{config.n_seeds} or fewer, or --seeds {k} or more")
 
 
 def _missing_folders(out):

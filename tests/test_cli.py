@@ -311,6 +311,18 @@ def test_a_lock_taken_on_a_removed_lock_file_is_taken_again_on_the_new_one(tmp_p
         lock.release()
 
 
+def test_architecture_seeds_that_would_change_nothing_are_refused(no_fit, tmp_path, capsys):
+    err = _usage_error(["--out", str(tmp_path / "a"), "--scale", "quick", "--seeds", "1",
+                        "--architecture-seeds", "5"], capsys)
+    assert ("argument --architecture-seeds: 5 is more than the run's 1 seed(s) (--seeds); "
+            "pass --architecture-seeds 1 or fewer, or --seeds 5 or more") in err
+    err = _usage_error(["--out", str(tmp_path / "b"), "--scale", "first",
+                        "--architecture-seeds", "1"], capsys)
+    assert ("argument --architecture-seeds: --scale first runs no architectures experiment "
+            "(it runs width_separation, length_generalisation, alignment)") in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_refused_run_leaves_no_folder_it_made(no_fit, tmp_path, capsys):
     out = tmp_path / "new" / "a" / "b" / "out"
     err = _usage_error(["--out", str(out), "--seq-len", "1", "--n-selected", "1"], capsys)
