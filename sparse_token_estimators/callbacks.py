@@ -251,7 +251,8 @@ class CosineSchedule(Callback):
     at the end of training the rates are set back to ``base``, so that a
     later ``partial_fit`` starts its own cosine from the full rate. A fit
     that loads a checkpoint as it begins (``checkpoints.LoadInitState``)
-    goes on from the training steps of the loaded epochs, as skorch's ``LRScheduler`` does: killed and resumed with
+    goes on from the training steps of the loaded epochs, as skorch's
+    ``LRScheduler`` does: killed and resumed with
     ``LoadInitState(cp, max_epochs=...)``, a run gets the rates of the
     uninterrupted one. Beside skorch's ``LRScheduler`` (which would set the
     rates too) ``"cosine"`` is refused at fit, naming both.
