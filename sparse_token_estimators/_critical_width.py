@@ -42,9 +42,11 @@ from sklearn.model_selection import train_test_split
 from ._group import _groupable, fit_group
 from ._search_args import (
     check_bracket_args,
+    check_device,
     check_error_score,
     check_estimator,
     check_lr_grid,
+    check_n_jobs,
     check_seeds,
     check_width_multiple,
 )
@@ -661,6 +663,12 @@ def _split_data(X, y, validation, test, validation_fraction, random_state):
     return (X, y), tuple(validation), test
 
 
+def _diverged(error):
+    """Whether a failed fit's ``error`` (its row's text) is a divergence: the loss
+    exploded, or the predictions the scoring needs came out inf or NaN."""
+    return error.startswith("TrainingDivergedError") or "non-finite value" in error
+
+
 def _failures(rows, limit=3):
     errors = [f"lr={r['lr']:g}, seed={r['seed']}: {r['error']}" for r in rows if r["error"]]
     return "; ".join(errors[:limit]) + ("; ..." if len(errors) > limit else "")
@@ -820,6 +828,8 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
                                          steps_param=steps_param, seed_param=seed_param)
     rates, seeds = check_lr_grid(lr_grid), check_seeds(seeds)
     check_error_score(error_score)
+    check_n_jobs(n_jobs)
+    check_device(params, type(estimator).__name__)
     if not isinstance(trainer, str) or trainer not in TRAINERS:
         raise ValueError(
             f"trainer must be 'exact' (each width's fits side by side, each bit for bit its "
@@ -850,6 +860,15 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
         table.extend(rows)
         if all(row["error"] for row in rows):
             steps = f" with {multiplier}x the steps" if multiplier != 1 else ""
+            if all(_diverged(row["error"]) for row in rows):
+                raise ValueError(
+                    f"All {len(rows)} fits of {param}={width}{steps} diverged (the training "
+                    f"loss exploded, or the predictions came out inf or NaN) at every rate "
+                    f"tried, lr in [{', '.join(f'{lr:g}' for lr in sorted(set(lrs)))}] "
+                    f"(x seeds {seeds}): the rates are too high for this estimator. Pass "
+                    f"smaller ones, e.g. lr_grid=[{', '.join(f'{r / 100:g}' for r in rates)}]"
+                    f"; the first: "
+                    f"{_failures(rows, limit=1)}")
             raise ValueError(
                 f"All {len(rows)} fits of {param}={width}{steps} failed (rates x seeds), so "
                 f"the search cannot score it; the first: {_failures(rows)}. Fix the estimator "

@@ -19,9 +19,11 @@ by skorch's ``_default_callbacks`` hook. Each skorch method overridden here says
 in its first comment line; no other private name of skorch or scikit-learn is used
 (``tests/test_estimator_layer.py``).
 
-Training and prediction on one estimator hold its lock (``training_lock``): a
-``predict`` from another thread waits for a running ``partial_fit`` step to end,
-and the reverse, so that neither sees a half-updated module.
+Training and prediction on one estimator hold its lock (``training_lock``, an
+``_lock.EstimatorLock``): a ``predict``, ``score``, pickle or ``save_params`` from
+another thread waits for a running ``partial_fit`` to end, or for the callbacks
+at an epoch's end (``on_epoch_end``), where it is served with the weights of
+that epoch's last step; none sees a half-updated module.
 """
 
 import inspect
@@ -49,7 +51,7 @@ from ..callbacks import (
     ValidationSplitCheck,
 )
 from ..exceptions import NonFinitePredictionWarning
-from . import _checks, _persistence, _state
+from . import _checks, _lock, _persistence, _state
 
 #: Held while a module is built from the seeded global RNG (``initialize_module``).
 #: torch has one default generator per process: two threads building modules at
@@ -63,11 +65,11 @@ _LOCKS_LOCK = threading.Lock()
 
 
 def training_lock(net):
-    """The re-entrant lock that ``net``'s training and prediction hold."""
+    """The lock that ``net``'s training (``with``) and its reads (``.reading()``) hold."""
     with _LOCKS_LOCK:
         lock = _LOCKS.get(net)
         if lock is None:
-            lock = _LOCKS[net] = threading.RLock()
+            lock = _LOCKS[net] = _lock.EstimatorLock()
         return lock
 
 
@@ -512,7 +514,9 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         Safe to call from several threads on one fitted estimator, also while
         another thread trains it (``partial_fit``): training and prediction hold
         the estimator's lock, so a prediction sees the weights between two
-        training calls, never half-updated ones. A sequence's prediction depends
+        training calls, or at the end of an epoch (while the fit runs its
+        ``on_epoch_end`` callbacks: a thread such a callback starts and joins
+        is served, not blocked), never half-updated ones. A sequence's prediction depends
         on that sequence and the weights only, not on the batch it is in: on the
         CPU bit for bit whatever ``batch_size`` (the paper's model runs its
         products in blocks of a fixed size; the encoder, the RNN and the FCN
@@ -537,7 +541,7 @@ class _SparseTokenRegressor(NeuralNetRegressor):
             e.g. on X far beyond the range trained on); ``score`` raises instead.
         """
         # checked input, float64 output, a warning on non-finite values
-        with training_lock(self):
+        with training_lock(self).reading():
             X = _checks.check_X(self, X)
             y_pred = self._predict_checked(X)
         problem = _non_finite(self, y_pred, X)
@@ -615,7 +619,7 @@ class _SparseTokenRegressor(NeuralNetRegressor):
             1 is a perfect prediction, 0 that of the mean of ``y``.
         """
         # y checked against X, and no R^2 of non-finite predictions
-        with training_lock(self):
+        with training_lock(self).reading():
             X = _checks.check_X(self, X)
             y = _layout.check_target(y, X)
             y_pred = self._predict_checked(X)
@@ -705,9 +709,10 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         None
         """
         # metadata with the weights, atomic writes
-        _persistence.save(self, dict(f_params=f_params, f_optimizer=f_optimizer,
-                                     f_criterion=f_criterion, f_history=f_history, **kwargs),
-                          use_safetensors)
+        with training_lock(self).reading():  # the weights of one step, never half-updated
+            _persistence.save(self, dict(f_params=f_params, f_optimizer=f_optimizer,
+                                         f_criterion=f_criterion, f_history=f_history,
+                                         **kwargs), use_safetensors)
 
     def load_params(self, f_params=None, f_optimizer=None, f_criterion=None, f_history=None,
                     checkpoint=None, use_safetensors=False, **kwargs):
@@ -754,8 +759,16 @@ class _SparseTokenRegressor(NeuralNetRegressor):
                            f_history=f_history, **kwargs), checkpoint, use_safetensors)
 
     def __getstate__(self):
-        # the training generator is not picklable as such
-        return _persistence.pickled(super().__getstate__())
+        # the training generator is not picklable as such; under the lock, as predict
+        with training_lock(self).reading():
+            return _persistence.pickled(super().__getstate__())
+
+    def notify(self, method_name, **cb_kwargs):
+        # at an epoch's end other threads' reads may go ahead (a callback's helper thread)
+        if method_name != "on_epoch_end":
+            return super().notify(method_name, **cb_kwargs)
+        with training_lock(self).paused():
+            return super().notify(method_name, **cb_kwargs)
 
     def __setstate__(self, state):
         # "auto" device and older pickles
