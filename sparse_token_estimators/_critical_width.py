@@ -39,7 +39,6 @@ from sklearn.metrics import check_scoring
 from sklearn.model_selection import train_test_split
 
 from ._group import _groupable, fit_group
-from ._sklearn_callbacks import SearchTask, check_callbacks, fit_in
 from ._search_args import (
     check_bracket_args,
     check_error_score,
@@ -48,6 +47,7 @@ from ._search_args import (
     check_seeds,
     check_width_multiple,
 )
+from ._sklearn_callbacks import SearchTask, check_callbacks, fit_in
 from .datasets import SparseSelectionStream
 
 #: what a search can end with
