@@ -27,6 +27,7 @@ message naming the version needed.
 """
 
 import functools
+import numbers
 import weakref
 
 try:
@@ -36,7 +37,8 @@ except ImportError:  # scikit-learn < 1.9
 
 #: whether this scikit-learn has its callback API
 HAS_CALLBACKS = CallbackSupportMixin is not None
-#: the running fit of a net: [its root task, the data, the running epoch's task]
+#: the running fit of a net: its root task, the data, the running epoch's task, the
+#: epochs begun
 _RUNNING = weakref.WeakKeyDictionary()
 
 
@@ -54,25 +56,25 @@ class CallbackMixin(CallbackSupportMixin or object):
         running = _RUNNING.get(self)
         if running is None:
             return
-        root, X, y, _ = running
-        if root.max_subtasks is not None and len(list(root)) > root.max_subtasks:
-            return  # more epochs than announced (a fit_params "epochs"): not reported
-        epoch = root.subcontext(task_name="epoch")
-        epoch.call_on_fit_task_begin(estimator=self, X=X, y=y)
-        running[3] = epoch
+        root = running["root"]
+        if root.max_subtasks is not None and running["begun"] >= root.max_subtasks:
+            return  # more epochs than announced: not reported (the tree would refuse them)
+        running["begun"] += 1
+        running["epoch"] = root.subcontext(task_name="epoch")
+        running["epoch"].call_on_fit_task_begin(estimator=self, X=running["X"], y=running["y"])
 
     def on_epoch_end(self, net, dataset_train=None, dataset_valid=None, **kwargs):
         super().on_epoch_end(net, dataset_train=dataset_train,
                              dataset_valid=dataset_valid, **kwargs)
         running = _RUNNING.get(self)
-        if running is None or running[3] is None:
+        if running is None or running["epoch"] is None:
             return
-        _, X, y, epoch = running
-        running[3] = None
+        epoch, running["epoch"] = running["epoch"], None
         # the net as it is after this epoch is the "fitted estimator" (ScoringMonitor
         # scores it); a callback's request to stop is not honoured, as in
         # scikit-learn's own LogisticRegression
-        epoch.call_on_fit_task_end(estimator=self, X=X, y=y, reconstruction_attributes={})
+        epoch.call_on_fit_task_end(estimator=self, X=running["X"], y=running["y"],
+                                   reconstruction_attributes={})
 
 
 def reports_fit(train):
@@ -88,10 +90,10 @@ def reports_fit(train):
     @functools.wraps(train)
     @with_callbacks
     def reported(net, X, y=None, *args, **kwargs):
-        epochs = net.max_epochs if isinstance(net.max_epochs, int) else None
+        epochs = int(net.max_epochs) if isinstance(net.max_epochs, numbers.Integral) else None
         root = net._init_callback_context(max_subtasks=epochs)
         root.call_on_fit_task_begin(estimator=net, X=X, y=y)
-        _RUNNING[net] = [root, X, y, None]
+        _RUNNING[net] = {"root": root, "X": X, "y": y, "epoch": None, "begun": 0}
         try:
             result = train(net, X, y, *args, **kwargs)
         finally:
