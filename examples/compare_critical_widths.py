@@ -50,7 +50,7 @@ from sparse_token_estimators.model_selection import plot_critical_widths
 
 start = time.perf_counter()
 n_train = int(sys.argv[1]) if len(sys.argv) > 1 else 1024
-common = {"max_epochs": 20, "batch_size": 64, "device": "cpu"}
+common = {"max_epochs": 30, "batch_size": 64, "device": "cpu"}
 estimators = {
     "transformer (paper)": SparseTokenTransformer(n_pe_draws=1, **common),
     "FCN": SparseTokenFCN(**common),
@@ -61,7 +61,7 @@ estimators = {
 table = compare_critical_widths(
     estimators, seq_lens=(4, 8), token_dim=2, n_selected=2, layout="query",
     n_train=n_train, n_val=512, lr_grid=(0.003, 0.01, 0.03), target=0.8,
-    start=4, stop=32, seeds=(0,), random_state=0, n_jobs=2)
+    start=4, stop=32, floor=2, seeds=(0,), random_state=0, n_jobs=2)
 
 # %%
 # The table

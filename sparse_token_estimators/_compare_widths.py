@@ -296,7 +296,10 @@ def plot_critical_widths(table, ax=None):
     names = list(dict.fromkeys(row["estimator"] for row in rows))
     for i, name in enumerate(names):
         color = f"C{i % 10}"
-        mine = [row for row in rows if row["estimator"] == name]
+        # each estimator's markers a little apart in T, so that equal widths stay visible
+        dodge = 1.04 ** (i - (len(names) - 1) / 2)
+        mine = [{**row, "seq_len": row["seq_len"] * dodge}
+                for row in rows if row["estimator"] == name]
         done = [r for r in mine if r["status"] in RESOLVED and _value(r["width"]) is not None]
         fitted = _value(mine[0].get("slope"))
         label = name if fitted is None else f"{name} (slope {fitted:.2f})"
@@ -324,6 +327,11 @@ def plot_critical_widths(table, ax=None):
     seq_lens = sorted({row["seq_len"] for row in rows})
     ax.set_xticks(seq_lens)
     ax.set_xticklabels([str(t) for t in seq_lens])
+    low, high = ax.get_ylim()
+    ticks = [2 ** k for k in range(math.floor(math.log2(max(low, 1))),
+                                   math.ceil(math.log2(high)) + 1)]
+    ax.set_yticks(ticks)
+    ax.set_yticklabels([str(t) for t in ticks])
     ax.minorticks_off()
     ax.set_xlabel("sequence length T")
     ax.set_ylabel("critical width (R^2 target)")

@@ -71,7 +71,9 @@ def test_the_figure_marks_the_unresolved_and_the_searches_beyond_their_stop():
     ]
     ax = plot_critical_widths(rows)
     assert ax.get_xscale() == ax.get_yscale() == "log"
-    lines = {(line.get_marker(), line.get_markerfacecolor() == "none"): line.get_xydata().tolist()
+    # each estimator's markers are set a little apart in T (by less than 3%)
+    lines = {(line.get_marker(), line.get_markerfacecolor() == "none"):
+             [[round(x), y] for x, y in line.get_xydata().tolist()]
              for line in ax.get_lines() if line.get_xydata().size}
     assert lines[("o", False)] == [[4, 4], [8, 8]]  # A's widths found
     assert lines[("o", True)] == [[16, 12]]  # A's unresolved T
