@@ -33,6 +33,7 @@ import weakref
 
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator
 from sklearn.metrics import r2_score
 from sklearn.utils import check_random_state
 from skorch import NeuralNet, NeuralNetRegressor
@@ -42,6 +43,7 @@ from torch.utils.data import TensorDataset
 from .. import _layout
 from .._batching import TensorBatches
 from .._device import ResolvedDevice, resolved_device
+from .._sklearn_callbacks import CallbackMixin, reports_fit
 from ..callbacks import (
     CosineSchedule,
     DivergenceCheck,
@@ -83,7 +85,7 @@ def pad_to_block(x, block):
     return torch.cat([x, x[:1].expand(-len(x) % block, *x.shape[1:])])
 
 
-class _SparseTokenRegressor(NeuralNetRegressor):
+class _SparseTokenRegressor(CallbackMixin, NeuralNetRegressor):
     """What every estimator shares; subclasses say which module to build."""
 
     #: constructor parameters forwarded to the module
@@ -143,14 +145,20 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         # skorch: fitted once a module exists; here also built with the current parameters
         return super().__sklearn_is_fitted__() and not _state.structure_changes(self)
 
-    def __repr__(self):
-        # scikit-learn's style: the parameters set, not skorch's module listing
-        defaults, params = _defaults(type(self)), self.get_params(deep=False)
-        order = [*inspect.signature(type(self).__init__).parameters, *sorted(params)]
-        shown = [f"{name}={params[name]!r}" for name in dict.fromkeys(order)
-                 if name in params and not name.startswith("_")
-                 and not _state._same(defaults.get(name, _UNSET), params[name])]
-        return f"{type(self).__name__}({', '.join(shown)})"
+    # scikit-learn's printer, in pipelines and searches too (skorch's lists the module)
+    __repr__ = BaseEstimator.__repr__
+
+    def get_params(self, deep=True, **kwargs):
+        # skorch's lists every attribute not ending in "_": not its bookkeeping (a
+        # leading "_": _params_to_validate, scikit-learn's callbacks); with deep=False
+        # (clone, scikit-learn's repr) not skorch's parameters left at their defaults
+        params = {name: value for name, value in super().get_params(deep=deep, **kwargs).items()
+                  if not name.startswith("_")}
+        if deep:
+            return params
+        own, defaults = inspect.signature(type(self).__init__).parameters, _defaults(type(self))
+        return {name: value for name, value in params.items() if name in own
+                or not _state._same(defaults.get(name, _UNSET), value)}
 
     @property
     def _default_callbacks(self):
@@ -415,6 +423,7 @@ class _SparseTokenRegressor(NeuralNetRegressor):
                 self._build(sizes)
         return X, y, continues
 
+    @reports_fit  # a task of scikit-learn's callbacks, each epoch a sub-task
     def _train(self, X, y, warm, routing_method, fit_params):
         with training_lock(self), _state.Transaction(self) as transaction:
             X, y, continues = self._prepare_training(X, y, warm, routing_method, fit_params)
