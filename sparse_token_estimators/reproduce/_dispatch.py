@@ -30,7 +30,8 @@ from ._fits import group_job, group_key
 
 #: the variables that set a worker's threads (as joblib sets them for its workers)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                    "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+                    "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMBA_NUM_THREADS",
+                    "NUMEXPR_NUM_THREADS")
 
 
 class SerialExecutor(cf.Executor):
@@ -90,14 +91,18 @@ def wait_first(executor, futures):
 
 
 def process_executor(n_workers):
-    """A reusable pool of ``n_workers`` worker processes (loky's, as joblib's default
-    backend), each given its share of the cores' threads as joblib gives it."""
+    """The reusable pool of ``n_workers`` worker processes of joblib's default backend
+    (loky), each worker's threads limited as joblib's ``Parallel`` limits them (the
+    variables already set here, else the cores over the workers): the pool a joblib
+    call with ``n_jobs=n_workers`` uses, shared with it."""
     from joblib import cpu_count
-    from joblib.externals.loky import get_reusable_executor
+    from joblib.executor import get_memmapping_executor
 
     threads = str(max(cpu_count() // n_workers, 1))
-    return get_reusable_executor(max_workers=n_workers,
-                                 env={name: threads for name in THREAD_VARIABLES})
+    env = {name: os.environ.get(name, threads) for name in THREAD_VARIABLES}
+    if "ENABLE_IPC" not in os.environ:  # TBB's schedulers coordinate across processes
+        env["ENABLE_IPC"] = "1"
+    return get_memmapping_executor(n_workers, timeout=300, env=env)
 
 
 def timed_job(config, members, job=group_job):
@@ -174,7 +179,7 @@ class _Search:
 def dispatch(config, planned, experiments, records, used_by, progress, *, executor,
              n_workers, store=None, pools=None, job=timed_job, on_record=None):
     """Fit ``planned`` and run every experiment's search; returns ``{experiment name: what
-    its search returned}``.
+    its search returned}``, in the order of ``experiments``.
 
     Parameters
     ----------
@@ -295,7 +300,7 @@ def dispatch(config, planned, experiments, records, used_by, progress, *, execut
             if not running:
                 if searches:  # cannot happen: every live search waits on a fit
                     raise RuntimeError("the searches wait on no fit")
-                return found
+                return {e.name: found[e.name] for e in experiments if e.name in found}
             for future in wait_first(executor, list(running)):
                 del running[future]
                 for fit, seed, record in future.result():
