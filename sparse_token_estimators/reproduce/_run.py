@@ -125,7 +125,7 @@ def run(config=QUICK, *, progress=True, store=None, executor=None, plan=None):
     results : dict
         ``config``, ``theory``, ``models``, one section per experiment,
         ``fits`` (a row per fit and seed), ``thresholds``, ``claims``,
-        ``elapsed_s``, ``versions``.
+        ``elapsed_s``, ``plan`` (the estimate made before the first fit), ``versions``.
 
     Examples
     --------
@@ -179,6 +179,10 @@ def run(config=QUICK, *, progress=True, store=None, executor=None, plan=None):
                              "fixed_before_the_run": True, "resolution": dict(RESOLUTION)}
     results["claims"] = assess_claims(results)
     results["elapsed_s"] = time.perf_counter() - start
+    results["plan"] = {"n_workers": plan.n_workers, "planned_fits": plan.planned_fits,
+                       "search_fits": plan.search_fits, "resumed_fits": plan.resumed_fits,
+                       "cpu_s": plan.cpu_s, "wall_s": plan.wall_s,
+                       "utilisation": plan.utilisation, "factor": plan.factor}
     results["versions"] = {
         "python": platform.python_version(), "torch": torch.__version__,
         "sklearn": sklearn.__version__, "skorch": skorch.__version__,

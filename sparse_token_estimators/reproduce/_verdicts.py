@@ -880,7 +880,25 @@ def assess_claims(results, thresholds=THRESHOLDS, resolution=RESOLUTION):
     for claim, key in zip(claims, [key for key, _ in VERDICTS if key in results]):
         claim["set"] = (results[key].get("protocol", "second set").split()[0]
                         if key in _JUDGED_BY_PROTOCOL else "first")
+        if key == "architectures" and not results["config"].get("judge_architectures", True):
+            _not_judged_here(claim)
     return claims
+
+
+#: verdict 7's reading at a scale that runs the architectures as a slice (quick)
+NOT_JUDGED = "judged at the paper scale"
+
+
+def _not_judged_here(claim):
+    """Verdict 7 at a scale whose architectures experiment is a small slice (``QUICK``):
+    not judged; its evidence kept as indicative, and where it is judged."""
+    claim.update(
+        verdict=NOT_JUDGED, supported=False, inconclusive_reasons=[], seeds_supporting=0,
+        evidence="indicative only (a small slice of the architectures: one seed, a few "
+                 "small T, fewer steps): " + claim["evidence"],
+        note="Verdict 7 is judged at the paper scale only, by the architectures "
+             "comparison: python -m sparse_token_estimators --scale architectures-paper "
+             "(hours on 2 cores; see the reproduction page's Runs).")
 
 
 #: the verdicts whose set is their searches' recipe (the others keep the first set's rules)
