@@ -525,7 +525,7 @@ def _run(args, argv, config, store):
         workers = max(1, sum(client.nthreads().values())) if client is not None else \
             effective_n_jobs(config.n_jobs)
         plan, lines = _plan_lines(config, workers, store)
-        print("\n".join(lines), flush=True)
+        print("\n".join(lines), file=sys.stderr, flush=True)  # beside the progress
         results = reproduce.run(config, progress=not args.no_progress, store=store,
                                 executor=executor, plan=plan)
     n_fits = len(results["fits"])

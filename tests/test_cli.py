@@ -27,7 +27,8 @@ from sparse_token_estimators.reproduce._fits import Fit
 ROOT = Path(__file__).resolve().parents[1]
 
 #: keys that hold times, which differ between runs of the same numbers
-TIMES = ("fit_s", "score_s", "fit_cpu_s", "elapsed_s")
+TIMES = ("fit_s", "score_s", "fit_cpu_s", "elapsed_s", "started_at", "ended_at", "worker",
+         "invocation", "n_workers", "plan")
 
 
 def _refuse_nan(name):
@@ -46,15 +47,16 @@ def _without_times(value):
 @pytest.fixture
 def no_fit(monkeypatch):
     """Fail the test if any fit starts."""
-    def run_fits(*args, **kwargs):
+    def dispatch(*args, **kwargs):
         raise AssertionError("a fit ran before the arguments were checked")
 
-    monkeypatch.setattr(_run, "run_fits", run_fits)
+    monkeypatch.setattr(_run, "dispatch", dispatch)
 
 
 @pytest.fixture
 def smoke_scale(monkeypatch):
     monkeypatch.setitem(reproduce.SCALES, "quick", SMOKE)
+    monkeypatch.setitem(reproduce.SCALES, "first", SMOKE)  # a bare command's
 
 
 def _usage_error(argv, capsys):
@@ -229,7 +231,7 @@ def test_a_folder_of_other_files_is_refused(no_fit, tmp_path, capsys):
 def test_another_configurations_records_are_refused(smoke_scale, tmp_path, capsys,
                                                     monkeypatch):
     _records.RecordStore(tmp_path, SMOKE)
-    monkeypatch.setattr(_run, "run_fits", lambda *a, **k: pytest.fail("a fit ran"))
+    monkeypatch.setattr(_run, "dispatch", lambda *a, **k: pytest.fail("a fit ran"))
     err = _usage_error(["--out", str(tmp_path), "--seed", "3"], capsys)
     assert "another configuration (seed: saved 0, asked 3)" in err
     assert "another --out, or pass --fresh" in err
@@ -310,7 +312,7 @@ def test_fresh_discards_only_the_runs_files(tmp_path):
 _SMOKE_CLI = (
     "import sys, torch; torch.set_num_threads(1);"
     "from sparse_token_estimators import __main__ as cli, reproduce;"
-    "reproduce.SCALES['quick'] = reproduce.SMOKE;"
+    "reproduce.SCALES['quick'] = reproduce.SCALES['first'] = reproduce.SMOKE;"
     "sys.exit(cli.main(sys.argv[1:]))"
 )
 
@@ -321,7 +323,7 @@ _HELD_CLI = (
     "import os, sys, torch; torch.set_num_threads(1)\n"
     "from sparse_token_estimators import __main__ as cli, reproduce\n"
     "from sparse_token_estimators.reproduce import _records\n"
-    "reproduce.SCALES['quick'] = reproduce.SMOKE\n"
+    "reproduce.SCALES['quick'] = reproduce.SCALES['first'] = reproduce.SMOKE\n"
     "put = _records.RecordStore.put\n"
     "def held(store, *args):\n"
     "    put(store, *args)\n"
@@ -331,6 +333,12 @@ _HELD_CLI = (
     "_records.RecordStore.put = held\n"
     "sys.exit(cli.main(sys.argv[1:]))\n"
 )
+
+
+def _after_plan(err):
+    """The lines of ``err`` after the plan the command line prints before the first fit."""
+    return [line for line in err.splitlines()
+            if not line.startswith(("plan: ", "  about ", "  the costliest", "  on more "))]
 
 
 def _smoke_cli(out, *args, code=_SMOKE_CLI):
@@ -415,7 +423,9 @@ def test_an_interrupt_prints_one_line_stops_the_workers_and_resumes(signum, code
         assert proc.returncode == code
         resume = (f"sparse-token-reproduce --out {out} --no-plots --n-jobs 1 --no-progress "
                   "--n-jobs 2")
-        assert err.splitlines() == [f"interrupted: 2 finished fits are kept in {out}/records; "
+        # the plan, printed before the first fit, then the one line of the interrupt
+        assert err.startswith("plan: ")
+        assert _after_plan(err) == [f"interrupted: 2 finished fits are kept in {out}/records; "
                                     f"the same command resumes: {resume}"]
         for pid, pidfd in workers.items():  # each worker has ended (readable: it exited)
             assert select.select([pidfd], [], [], 60)[0], f"worker {pid} still runs"

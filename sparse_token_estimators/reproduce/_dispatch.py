@@ -25,8 +25,9 @@ import os
 import socket
 import time
 
+from . import _fits
 from ._bracket import Answers, Round
-from ._fits import group_job, group_key
+from ._fits import group_key
 
 #: the variables that set a worker's threads (as joblib sets them for its workers)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
@@ -105,11 +106,12 @@ def process_executor(n_workers):
     return get_memmapping_executor(n_workers, timeout=300, env=env)
 
 
-def timed_job(config, members, job=group_job):
-    """``job(config, members)`` with its wall-clock start and end (epoch seconds) and its
-    worker (host:pid) written into each record: the run's utilisation is read from them."""
+def timed_job(config, members, job=None):
+    """``job(config, members)`` (default: ``_fits.group_job``) with its wall-clock start and
+    end (epoch seconds) and its worker (host:pid) written into each record: the run's
+    utilisation is read from them."""
     start = time.time()
-    done = job(config, members)
+    done = (job or _fits.group_job)(config, members)
     end, worker = time.time(), f"{socket.gethostname()}:{os.getpid()}"
     for _, _, record in done:
         record.update(started_at=start, ended_at=end, worker=worker)
