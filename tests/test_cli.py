@@ -529,3 +529,55 @@ def test_the_package_loads_its_names_and_submodules_on_first_use():
     assert done.stdout.splitlines() == [
         "False", "sparse_token_estimators.estimators.fcn sparse_token_estimators.theory True", "[]",
     ], done.stderr
+
+
+def test_plan_prints_the_fits_and_times_and_fits_nothing(smoke_scale, tmp_path, capsys,
+                                                         monkeypatch):
+    monkeypatch.setattr(_run, "dispatch", lambda *a, **k: pytest.fail("a fit ran"))
+    out = tmp_path / "never"
+    assert cli.main(["--plan", "--out", str(out), "--n-jobs", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "fits planned + about" in printed and "wall on 2 workers" in printed
+    assert not out.exists()  # nothing written
+
+
+def test_experiments_runs_a_subset_whose_records_the_whole_run_shares(smoke_scale, tmp_path,
+                                                                      capsys):
+    assert cli.main(["--out", str(tmp_path), "--no-plots", "--no-progress",
+                     "--experiments", "width_separation"]) == 0
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["config"]["experiments"] == ["width_separation"]
+    assert [c["claim"] for c in saved["claims"]] == ["width separation"]
+    out = capsys.readouterr().out
+    assert "--scale architectures-paper" in out  # the other runs' commands, with times
+    assert cli.main(["--out", str(tmp_path), "--no-plots", "--no-progress",
+                     "--experiments", "width_separation", "alignment"]) == 0
+    assert "resumed" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli.main(["--experiments", "nothing", "--out", str(tmp_path)])
+
+
+def test_the_scales_name_every_experiment_once():
+    from sparse_token_estimators.reproduce._config import ALL_EXPERIMENTS, CLAIM_EXPERIMENTS
+    from sparse_token_estimators.reproduce._registry import EXPERIMENTS
+
+    assert ALL_EXPERIMENTS == tuple(e.name for e in EXPERIMENTS)
+    assert reproduce.SCALES["paper"].experiments == CLAIM_EXPERIMENTS
+    assert reproduce.SCALES["architectures-paper"].experiments == ("architectures",)
+    # the two halves of the paper scale are one configuration: one folder, one set of records
+    assert _records.config_identity(reproduce.SCALES["paper"]) == \
+        _records.config_identity(reproduce.SCALES["architectures-paper"]) == \
+        _records.config_identity(reproduce.PAPER)
+    assert not reproduce.SCALES["quick"].judge_architectures
+
+
+def test_verdict_7_is_not_judged_on_the_quick_slice(smoke_results):
+    from dataclasses import asdict, replace
+
+    from sparse_token_estimators.reproduce._verdicts import NOT_JUDGED, assess_claims
+
+    results = {**smoke_results,
+               "config": asdict(replace(SMOKE, judge_architectures=False))}
+    claim = next(c for c in assess_claims(results) if c["claim"] == "query-layout separation")
+    assert claim["verdict"] == NOT_JUDGED and "architectures-paper" in claim["note"]
+    assert claim["evidence"].startswith("indicative only")
