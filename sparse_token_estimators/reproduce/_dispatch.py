@@ -55,7 +55,7 @@ class SimulatedExecutor(cf.Executor):
     >>> pool = SimulatedExecutor(2, duration=lambda x: x)
     >>> futures = [pool.submit(lambda x: x, 3), pool.submit(lambda x: x, 1)]
     >>> [f.result() for f in pool.wait_first(futures)], pool.now
-    ([1], 1)
+    ([1], 1.0)
     """
 
     def __init__(self, n_workers, duration):
