@@ -30,7 +30,7 @@ from pathlib import Path
 # and skorch are imported after those checks (the package imports them lazily).
 from . import reproduce
 from .reproduce import _records
-from .reproduce._config import MAX_SEED
+from .reproduce._config import ALL_EXPERIMENTS, MAX_SEED, RUN_TIMES
 
 #: the options the configuration's fields come from, for the messages
 FLAGS = {"seq_len": "--seq-len", "token_dim": "--token-dim", "n_selected": "--n-selected",
@@ -38,20 +38,14 @@ FLAGS = {"seq_len": "--seq-len", "token_dim": "--token-dim", "n_selected": "--n-
          "architecture_n_seeds": "--architecture-seeds",
          "n_jobs": "--n-jobs", "device": "--device"}
 
-#: the runs the closing lines suggest after a run at each scale
-NEXT_RUNS = {
-    "first": (("paper", "the complete run (every experiment, at the paper's sizes)"),
-              ("quick", "every experiment at small sizes")),
-    "quick": (("paper", "the complete run (every experiment, at the paper's sizes)"),),
-}
-
-#: each scale's wall time as measured (3 seeds, 2 CPU cores; the reproduction page of
-#: the documentation gives each run)
-#: measured wall times; quick and paper before the third set's recipe (more steps, cosine
-#: schedule, rivals searched to 4x the encoder's width) and Mamba, which lengthen both
-SCALE_TIMES = {"first": "about 2 min",
-               "quick": "15 min before the third set's recipe and Mamba, longer now",
-               "paper": "79 min before the third set's recipe and Mamba, longer now"}
+#: every run, in the order the closing lines and --help give them: what it is
+RUNS = (("first", "the paper's three claims alone at T = 10 (verdicts 1-3; what make run "
+                  "runs)"),
+        ("quick", "every experiment at small sizes (verdicts 1-6; the architectures as an "
+                  "indicative slice)"),
+        ("paper", "the paper's claims and the extensions at the paper's sizes (verdicts 1-6)"),
+        ("architectures-paper", "the architectures comparison at the paper's sizes "
+                                "(verdict 7; scales with the workers, --scheduler)"))
 
 #: seconds to wait for a scheduler to accept a connection
 SCHEDULER_TIMEOUT = 2.0
@@ -106,17 +100,22 @@ def build_parser():
     )
     scale = parser.add_mutually_exclusive_group()
     scale.add_argument("--quick", action="store_const", dest="scale", const="quick",
-                       help="every experiment at small sizes (the default; the same as "
-                            "--scale quick)")
-    scale.add_argument("--scale", choices=sorted(reproduce.SCALES),
-                       help="'first': the paper's three claims alone at T=10, what make run "
-                            f"runs ({SCALE_TIMES['first']}); 'quick': every experiment at "
-                            f"small sizes ({SCALE_TIMES['quick']}); 'paper': T=20, more "
-                            "samples, pe_dim up to 512, the scaling law over T=8..256, "
-                            "learning curves over T=5..20 "
-                            f"({SCALE_TIMES['paper']}). Times measured with 3 seeds on 2 CPU "
-                            "cores")
-    parser.set_defaults(scale="quick")
+                       help="the same as --scale quick")
+    scale.add_argument("--scale", choices=[name for name, _ in RUNS],
+                       help="which run (default: first); times on 2 CPU cores, 3 seeds: "
+                            + "; ".join(f"'{name}': {what}, {RUN_TIMES[name]}"
+                                        for name, what in RUNS)
+                            + ". --plan prints a run's fits and time on this machine")
+    parser.set_defaults(scale="first")
+    parser.add_argument("--plan", action="store_true",
+                        help="print the run's plan (the fits it knows of, the searches' "
+                             "expected ones, the CPU time and the wall time on the workers "
+                             "it has, by the cost model) and fit nothing")
+    parser.add_argument("--experiments", nargs="+", choices=ALL_EXPERIMENTS, metavar="NAME",
+                        default=None,
+                        help="run these experiments only (default: the scale's); a subset "
+                             "shares its records with the whole run in the same --out. "
+                             "Names: " + ", ".join(ALL_EXPERIMENTS))
     parser.add_argument(
         "--out", default="results",
         help="output folder (default: results); it holds one run: each finished fit is "
@@ -143,7 +142,7 @@ def build_parser():
     parser.add_argument("--architecture-seeds", type=_count(1), default=None,
                         dest="architecture_n_seeds", metavar="N",
                         help="the architectures experiment (verdict 7), the costliest, on the "
-                             "first N of the seeds only (default: 2 at --scale quick, every "
+                             "first N of the seeds only (default: 1 at --scale quick, every "
                              "seed otherwise); the summary says so")
     sizes = parser.add_argument_group("task sizes (defaults depend on --scale)")
     sizes.add_argument("--seq-len", type=_count(1), help="sequence length T")
@@ -189,7 +188,7 @@ def _dask_backend(address):
 
     with dask_backend(address) as client:
         print(f"running the searches on {client}", file=sys.stderr)
-        yield
+        yield client
 
 
 def _check_scheduler(parser, address):
@@ -262,6 +261,7 @@ def _build_config(parser, args):
             n_selected=args.n_selected, n_samples=args.n_samples, seed=args.seed,
             n_seeds=args.n_seeds, architecture_n_seeds=args.architecture_n_seeds,
             device=args.device, n_jobs=args.n_jobs,
+            experiments=tuple(args.experiments) if args.experiments else None,
         )
         check_int(config.n_samples, "n_samples")
         check_int(config.n_seeds, "seeds")
@@ -459,6 +459,12 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.plan:  # nothing is written, nothing fitted
+        config = _build_config(parser, args)
+        if args.scheduler:
+            _check_distributed()
+            _check_scheduler(parser, args.scheduler)
+        return _print_plan(args, config)
     lock = store = None
     with _interrupts():
         try:
@@ -499,6 +505,59 @@ def main(argv=None):
                 lock.release()
 
 
+def _workers(args, config):
+    """The workers the run has: the Dask cluster's threads, or ``effective_n_jobs``."""
+    from joblib import effective_n_jobs
+
+    if not args.scheduler:
+        return effective_n_jobs(config.n_jobs)
+    from distributed import Client
+
+    with Client(args.scheduler, timeout=SCHEDULER_TIMEOUT * 5) as client:
+        return max(1, sum(client.nthreads().values()))
+
+
+def _plan_lines(config, workers, store=None):
+    """The plan of the run on ``workers`` workers (and, for a run of hours, on more)."""
+    from .reproduce._plan import clock_text, estimate, machine_factor
+
+    factor = machine_factor()
+    plan = estimate(config, workers, store=store, factor=factor)
+    lines = plan.lines()
+    if plan.wall_s > 3600:
+        more = [estimate(config, n, store=store, factor=factor) for n in (16, 64)
+                if n != workers]
+        lines.append("  on more workers (--scheduler): " + ", ".join(
+            f"{p.n_workers} workers {clock_text(p.wall_s)} (utilisation "
+            f"{p.utilisation:.2f})" for p in more))
+    return plan, lines
+
+
+def _print_plan(args, config):
+    """``--plan``: the run's plan on the workers it would have; fits nothing."""
+    import torch
+
+    torch.set_num_threads(1)
+    _, lines = _plan_lines(config, _workers(args, config))
+    print(f"--scale {args.scale}" + (f" --experiments {' '.join(args.experiments)}"
+                                     if args.experiments else "") + ":")
+    print("\n".join(lines))
+    print("  (records already in --out are not counted here: the run's own plan, printed "
+          "before its first fit, leaves them out)")
+    return 0
+
+
+def _next_runs(scale):
+    """The closing lines: every other run's command and its time on 2 cores."""
+    lines = ["the other runs (times on 2 CPU cores, 3 seeds; --plan prints a run's time "
+             "on this machine):"]
+    for name, what in RUNS:
+        if name != scale:
+            lines.append(f"  python -m sparse_token_estimators --scale {name} --out "
+                         f"results-{name}\n      {what}; {RUN_TIMES[name]}")
+    return lines
+
+
 def _run(args, argv, config, store):
     """The run itself, once everything is checked; returns the exit code."""
     import torch
@@ -509,8 +568,14 @@ def _run(args, argv, config, store):
         # predicts, and extra threads here would compete with the workers.
         torch.set_num_threads(1)
     backend = _dask_backend(args.scheduler) if args.scheduler else contextlib.nullcontext()
-    with backend:
-        results = reproduce.run(config, progress=not args.no_progress, store=store)
+    with backend as client:
+        executor = client.get_executor(pure=False) if client is not None else None
+        workers = max(1, sum(client.nthreads().values())) if client is not None else \
+            effective_n_jobs(config.n_jobs)
+        plan, lines = _plan_lines(config, workers, store)
+        print("\n".join(lines), file=sys.stderr, flush=True)  # beside the progress
+        results = reproduce.run(config, progress=not args.no_progress, store=store,
+                                executor=executor, plan=plan)
     n_fits = len(results["fits"])
     written = reproduce.write_outputs(
         results, args.out, plots=not args.no_plots,
@@ -526,13 +591,12 @@ def _run(args, argv, config, store):
               f"fitted {n_fits - store.resumed}")
     out = Path(args.out)
     figures = [Path(path).name for path in written if str(path).endswith(".png")]
-    print(f"wrote {len(written)} files to {out}/ in {results['elapsed_s']:.0f} s")
+    print(f"wrote {len(written)} files to {out}/ in {results['elapsed_s']:.0f} s "
+          f"(planned: {plan.wall_s:.0f} s)")
     print(f"  the summary: {out / 'summary.md'}")
     if figures:
         print(f"  the figures: {out}/*.png ({', '.join(figures)})")
-    for scale, what in NEXT_RUNS.get(args.scale, ()):
-        print(f"{what}:\n  python -m sparse_token_estimators --scale {scale} "
-              f"--out results-{scale}")
+    print("\n".join(_next_runs(args.scale)))
     return 0
 
 

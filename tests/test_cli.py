@@ -27,7 +27,8 @@ from sparse_token_estimators.reproduce._fits import Fit
 ROOT = Path(__file__).resolve().parents[1]
 
 #: keys that hold times, which differ between runs of the same numbers
-TIMES = ("fit_s", "score_s", "fit_cpu_s", "elapsed_s")
+TIMES = ("fit_s", "score_s", "fit_cpu_s", "elapsed_s", "started_at", "ended_at", "worker",
+         "invocation", "n_workers", "plan")
 
 
 def _refuse_nan(name):
@@ -46,15 +47,16 @@ def _without_times(value):
 @pytest.fixture
 def no_fit(monkeypatch):
     """Fail the test if any fit starts."""
-    def run_fits(*args, **kwargs):
+    def dispatch(*args, **kwargs):
         raise AssertionError("a fit ran before the arguments were checked")
 
-    monkeypatch.setattr(_run, "run_fits", run_fits)
+    monkeypatch.setattr(_run, "dispatch", dispatch)
 
 
 @pytest.fixture
 def smoke_scale(monkeypatch):
     monkeypatch.setitem(reproduce.SCALES, "quick", SMOKE)
+    monkeypatch.setitem(reproduce.SCALES, "first", SMOKE)  # a bare command's
 
 
 def _usage_error(argv, capsys):
@@ -340,7 +342,7 @@ def test_a_folder_of_other_files_is_refused(no_fit, tmp_path, capsys):
 def test_another_configurations_records_are_refused(smoke_scale, tmp_path, capsys,
                                                     monkeypatch):
     _records.RecordStore(tmp_path, SMOKE)
-    monkeypatch.setattr(_run, "run_fits", lambda *a, **k: pytest.fail("a fit ran"))
+    monkeypatch.setattr(_run, "dispatch", lambda *a, **k: pytest.fail("a fit ran"))
     err = _usage_error(["--out", str(tmp_path), "--seed", "3"], capsys)
     assert "another configuration (seed: saved 0, asked 3)" in err
     assert "another --out, or pass --fresh" in err
@@ -421,7 +423,7 @@ def test_fresh_discards_only_the_runs_files(tmp_path):
 _SMOKE_CLI = (
     "import sys, torch; torch.set_num_threads(1);"
     "from sparse_token_estimators import __main__ as cli, reproduce;"
-    "reproduce.SCALES['quick'] = reproduce.SMOKE;"
+    "reproduce.SCALES['quick'] = reproduce.SCALES['first'] = reproduce.SMOKE;"
     "sys.exit(cli.main(sys.argv[1:]))"
 )
 
@@ -432,7 +434,7 @@ _HELD_CLI = (
     "import os, sys, torch; torch.set_num_threads(1)\n"
     "from sparse_token_estimators import __main__ as cli, reproduce\n"
     "from sparse_token_estimators.reproduce import _records\n"
-    "reproduce.SCALES['quick'] = reproduce.SMOKE\n"
+    "reproduce.SCALES['quick'] = reproduce.SCALES['first'] = reproduce.SMOKE\n"
     "put = _records.RecordStore.put\n"
     "def held(store, *args):\n"
     "    put(store, *args)\n"
@@ -442,6 +444,12 @@ _HELD_CLI = (
     "_records.RecordStore.put = held\n"
     "sys.exit(cli.main(sys.argv[1:]))\n"
 )
+
+
+def _after_plan(err):
+    """The lines of ``err`` after the plan the command line prints before the first fit."""
+    return [line for line in err.splitlines()
+            if not line.startswith(("plan: ", "  about ", "  the costliest", "  on more "))]
 
 
 def _smoke_cli(out, *args, code=_SMOKE_CLI):
@@ -526,7 +534,9 @@ def test_an_interrupt_prints_one_line_stops_the_workers_and_resumes(signum, code
         assert proc.returncode == code
         resume = (f"sparse-token-reproduce --out {out} --no-plots --n-jobs 1 --no-progress "
                   "--n-jobs 2")
-        assert err.splitlines() == [f"interrupted: 2 finished fits are kept in {out}/records; "
+        # the plan, printed before the first fit, then the one line of the interrupt
+        assert err.startswith("plan: ")
+        assert _after_plan(err) == [f"interrupted: 2 finished fits are kept in {out}/records; "
                                     f"the same command resumes: {resume}"]
         for pid, pidfd in workers.items():  # each worker has ended (readable: it exited)
             assert select.select([pidfd], [], [], 60)[0], f"worker {pid} still runs"
@@ -630,3 +640,55 @@ def test_the_package_loads_its_names_and_submodules_on_first_use():
     assert done.stdout.splitlines() == [
         "False", "sparse_token_estimators.estimators.fcn sparse_token_estimators.theory True", "[]",
     ], done.stderr
+
+
+def test_plan_prints_the_fits_and_times_and_fits_nothing(smoke_scale, tmp_path, capsys,
+                                                         monkeypatch):
+    monkeypatch.setattr(_run, "dispatch", lambda *a, **k: pytest.fail("a fit ran"))
+    out = tmp_path / "never"
+    assert cli.main(["--plan", "--out", str(out), "--n-jobs", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "fits planned + about" in printed and "wall on 2 workers" in printed
+    assert not out.exists()  # nothing written
+
+
+def test_experiments_runs_a_subset_whose_records_the_whole_run_shares(smoke_scale, tmp_path,
+                                                                      capsys):
+    assert cli.main(["--out", str(tmp_path), "--no-plots", "--no-progress",
+                     "--experiments", "width_separation"]) == 0
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["config"]["experiments"] == ["width_separation"]
+    assert [c["claim"] for c in saved["claims"]] == ["width separation"]
+    out = capsys.readouterr().out
+    assert "--scale architectures-paper" in out  # the other runs' commands, with times
+    assert cli.main(["--out", str(tmp_path), "--no-plots", "--no-progress",
+                     "--experiments", "width_separation", "alignment"]) == 0
+    assert "resumed" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli.main(["--experiments", "nothing", "--out", str(tmp_path)])
+
+
+def test_the_scales_name_every_experiment_once():
+    from sparse_token_estimators.reproduce._config import ALL_EXPERIMENTS, CLAIM_EXPERIMENTS
+    from sparse_token_estimators.reproduce._registry import EXPERIMENTS
+
+    assert ALL_EXPERIMENTS == tuple(e.name for e in EXPERIMENTS)
+    assert reproduce.SCALES["paper"].experiments == CLAIM_EXPERIMENTS
+    assert reproduce.SCALES["architectures-paper"].experiments == ("architectures",)
+    # the two halves of the paper scale are one configuration: one folder, one set of records
+    assert _records.config_identity(reproduce.SCALES["paper"]) == \
+        _records.config_identity(reproduce.SCALES["architectures-paper"]) == \
+        _records.config_identity(reproduce.PAPER)
+    assert not reproduce.SCALES["quick"].judge_architectures
+
+
+def test_verdict_7_is_not_judged_on_the_quick_slice(smoke_results):
+    from dataclasses import asdict, replace
+
+    from sparse_token_estimators.reproduce._verdicts import NOT_JUDGED, assess_claims
+
+    results = {**smoke_results,
+               "config": asdict(replace(SMOKE, judge_architectures=False))}
+    claim = next(c for c in assess_claims(results) if c["claim"] == "query-layout separation")
+    assert claim["verdict"] == NOT_JUDGED and "architectures-paper" in claim["note"]
+    assert claim["evidence"].startswith("indicative only")

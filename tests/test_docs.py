@@ -156,17 +156,19 @@ def test_readme_stays_short_and_installs_from_a_clone():
 
 def test_make_run_runs_the_first_preset_and_points_to_the_complete_run():
     from sparse_token_estimators import reproduce
-    from sparse_token_estimators.__main__ import NEXT_RUNS
+    from sparse_token_estimators.__main__ import RUNS, _next_runs, build_parser
 
     makefile = (ROOT / "Makefile").read_text()
     run = makefile.split("\nrun:", 1)[1].split("\n\n", 1)[0]
     assert "-m sparse_token_estimators --scale first --out results" in run
+    assert build_parser().parse_args([]).scale == "first"  # a bare command: make run's
     assert set(reproduce.FIRST.experiments) == {
         "width_separation", "length_generalisation", "alignment"}
-    # the closing lines after `make run` name the paper-scale run of every experiment
-    assert [scale for scale, _ in NEXT_RUNS["first"]][0] == "paper"
-    assert reproduce.PAPER.experiments is None  # None: every experiment
-    assert all(scale in reproduce.SCALES for runs in NEXT_RUNS.values() for scale, _ in runs)
+    # the closing lines after `make run` name every other run, the paper scale first
+    assert [name for name, _ in RUNS] == list(reproduce.SCALES)
+    closing = "\n".join(_next_runs("first"))
+    assert closing.index("--scale quick") < closing.index("--scale paper ") < \
+        closing.index("--scale architectures-paper")
 
 
 # -- what the pages say, checked against the code -----------------------------------
@@ -332,16 +334,21 @@ def test_no_page_or_docstring_points_outside_the_repository():
 
 
 def test_help_and_getting_started_state_each_scales_time():
-    from sparse_token_estimators.__main__ import SCALE_TIMES, build_parser
+    from sparse_token_estimators.__main__ import build_parser
+    from sparse_token_estimators.reproduce import SCALES
+    from sparse_token_estimators.reproduce._config import RUN_TIMES
 
     help_text = " ".join(build_parser().format_help().split())
-    started = " ".join((DOCS / "getting_started.rst").read_text().split())
-    for scale, time in SCALE_TIMES.items():
-        assert f"'{scale}'" in help_text and f"({time})" in help_text
-        assert f"``--scale {scale}``" in started
-    assert "on 2 CPU cores" in help_text and "2 CPU cores" in started
-    assert set(SCALE_TIMES) == set(__import__("sparse_token_estimators.reproduce",
-                                              fromlist=["SCALES"]).SCALES)
+    table = " ".join((DOCS / "runs_table.txt").read_text().split())
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    for page in ("getting_started.rst", "reproduction.rst"):
+        assert ".. include:: runs_table.txt" in (DOCS / page).read_text()
+    for scale, time in RUN_TIMES.items():
+        assert f"'{scale}'" in help_text and time in help_text
+        assert f"``--scale {scale}``" in table and time in table
+        assert f"| `{scale}` |" in readme and time in readme
+    assert "on 2 CPU cores" in help_text and "2 CPU cores" in table
+    assert set(RUN_TIMES) == set(SCALES)
 
 
 def test_the_critical_width_example_marks_the_target_and_integer_widths(monkeypatch):

@@ -179,7 +179,7 @@ def test_several_lengths_sentences_follow_the_numbers(several_lengths):
 
 def test_the_widths_figure_names_the_lengths_it_spans(several_lengths):
     pytest.importorskip("matplotlib")
-    from sparse_token_estimators.reproduce._architectures import plot_architectures
+    from sparse_token_estimators.reproduce._architectures_plots import plot_architectures
 
     _, results = several_lengths
     title = plot_architectures(results)._suptitle.get_text()
@@ -199,7 +199,7 @@ def _unresolved_at_stop(results, model, T):
 
 def test_the_widths_figure_circles_a_search_unresolved_at_its_stop(several_lengths):
     pytest.importorskip("matplotlib")
-    from sparse_token_estimators.reproduce._architectures import plot_architectures
+    from sparse_token_estimators.reproduce._architectures_plots import plot_architectures
 
     def circles(fig):  # open circles drawn at the widest width fitted, 12
         return [c for ax in fig.axes for c in ax.collections
@@ -214,7 +214,7 @@ def test_the_widths_figure_circles_a_search_unresolved_at_its_stop(several_lengt
 
 def test_the_widths_bars_name_a_search_unresolved_at_its_stop(results):
     pytest.importorskip("matplotlib")
-    from sparse_token_estimators.reproduce._architectures import plot_architectures
+    from sparse_token_estimators.reproduce._architectures_plots import plot_architectures
 
     def label(results):
         return next(t.get_text() for ax in plot_architectures(results).axes
@@ -228,7 +228,7 @@ def test_the_widths_bars_name_a_search_unresolved_at_its_stop(results):
 
 def test_the_widths_bars_mark_a_width_found_but_unresolved(results):
     pytest.importorskip("matplotlib")
-    from sparse_token_estimators.reproduce._architectures import plot_architectures
+    from sparse_token_estimators.reproduce._architectures_plots import plot_architectures
 
     def gru_bar(results):  # the GRU's tick label and its bar's hatch
         ax = next(ax for ax in plot_architectures(results).axes
@@ -388,7 +388,7 @@ def test_the_widths_figure_keeps_its_legends_inside_it(several_lengths):
     # both layouts with several T: two panels' legends side by side were wider than the
     # figure, and the first was cut at its left edge
     pytest.importorskip("matplotlib")
-    from sparse_token_estimators.reproduce._architectures import plot_architectures
+    from sparse_token_estimators.reproduce._architectures_plots import plot_architectures
 
     _, results = several_lengths
     results = copy.deepcopy(results)

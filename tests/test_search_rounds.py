@@ -1,10 +1,11 @@
-"""The searches of a run go side by side: their rounds merged, their paths unchanged."""
+"""The searches of a run go side by side, none waiting on another: their paths unchanged."""
 
 import pytest
 
 from sparse_token_estimators._critical_width import search_steps
 from sparse_token_estimators.reproduce import SMOKE
 from sparse_token_estimators.reproduce._bracket import protocol_search
+from sparse_token_estimators.reproduce._dispatch import SimulatedExecutor
 from sparse_token_estimators.reproduce._models import Fit
 from sparse_token_estimators.reproduce._progress import Progress
 from sparse_token_estimators.reproduce._run import run_searches
@@ -49,53 +50,91 @@ class NoSearch:
 
 
 class Runner:
-    """A fake runner: each call's fits; the records are made up by ``score``."""
+    """A fake job: the records of its members made up by ``score``; ``calls`` lists each
+    job's fits (``fail``: every job raises KeyboardInterrupt)."""
 
     def __init__(self, fail=False):
-        self.calls, self.fail = [], fail
+        self.calls, self.items, self.fail = [], [], fail
 
-    def __call__(self, config, fits, progress, label="fits"):
+    def __call__(self, config, members):
+        self.calls.append([f for f, _, _ in members])
+        self.items += [(f, s) for f, s, _ in members]
         if self.fail:
             raise KeyboardInterrupt
-        self.calls.append(list(fits))
-        return {(f, s): {"val_r2": score(f)} for f in fits for s in config.seeds()}
+        return [(f, s, {"val_r2": score(f)}) for f, s, _ in members]
 
 
-def run(experiments, runner):
+def run(experiments, runner, executor=None):
     records, used_by = {}, {}
     found = run_searches(SMOKE, experiments, records, used_by, Progress(0, enabled=False),
-                         runner)
+                         executor=executor, job=runner)
     return found, records, used_by
 
 
-def test_searches_find_what_they_find_alone_in_fewer_rounds():
-    alone, n_alone = {}, 0
+def simulated(n_workers, slow=()):
+    """A virtual clock of ``n_workers`` workers: a job lasts 1 s, 1000 s if it holds a fit
+    at a ``seq_len`` of ``slow``; ``submitted`` lists ``(time, fits)`` of every job."""
+    pool = SimulatedExecutor(n_workers, lambda config, members: 1000.0 if any(
+        f.seq_len in slow for f, _, _ in members) else 1.0)
+    pool.submitted = []
+    duration = pool.duration
+
+    def noted(config, members):
+        pool.submitted.append((pool.now, [f for f, _, _ in members]))
+        return duration(config, members)
+
+    pool.duration = noted
+    return pool
+
+
+def test_searches_find_what_they_find_alone_side_by_side():
+    alone, time_alone = {}, {}
     for T in (4, 8, 16):
-        runner = Runner()
-        alone[T] = run([Searching(f"at {T}", T)], runner)[0][f"at {T}"]
-        n_alone += len(runner.calls)
-    runner = Runner()
+        pool = simulated(64)
+        alone[T] = run([Searching(f"at {T}", T)], Runner(), pool)[0][f"at {T}"]
+        time_alone[T] = pool.now
+    runner, pool = Runner(), simulated(64)
     together = [Searching(f"at {T}", T) for T in (4, 8, 16)]
-    found, records, used_by = run([NoSearch(), *together], runner)
+    found, records, used_by = run([NoSearch(), *together], runner, pool)
     for experiment in together:
         assert found[experiment.name] == alone[experiment.seq_len]
         assert found[experiment.name]["status"] == "found"
         assert set(found[experiment.name]["chosen_lr"].values()) == {0.03}
     assert "nothing" not in found
-    # one round holds the fits of every search still running
-    assert len(runner.calls) == max(e.rounds for e in together) < n_alone
-    assert {f.seq_len for f in runner.calls[0]} == {4, 8, 16}
-    assert all(len(set(fits)) == len(fits) for fits in runner.calls)
-    assert set(used_by) == {f for fits in runner.calls for f in fits}
+    # side by side on enough workers: as long as the longest alone, not their sum
+    assert pool.now == max(time_alone.values()) < sum(time_alone.values())
+    made = [f for fits in runner.calls for f in fits]
+    assert set(used_by) == set(made)
     assert set(records) == {(f, s) for f in used_by for s in SMOKE.seeds()}
+
+
+def test_a_search_goes_on_while_another_searchs_slow_fit_runs():
+    """No round barrier: the fast search's later rounds are dispatched (and it ends) while
+    the slow search's first fits still run."""
+    pool = simulated(64, slow=(16,))
+    found, _, _ = run([Searching("slow", 16), Searching("fast", 4)], Runner(), pool)
+    fast = [t for t, fits in pool.submitted if fits[0].seq_len == 4]
+    assert len(set(fast)) > 2 and max(fast) < 1000.0  # several rounds before the slow fit ends
+    assert found["fast"]["status"] == found["slow"]["status"] == "found"
+
+
+def test_jobs_go_costliest_first_and_a_group_splits_where_a_worker_would_idle():
+    from sparse_token_estimators.reproduce._dispatch import split_jobs
+
+    cheap = {(Fit("fcn", 4, 4, lr=lr), s): 0 for lr in (0.01, 0.03) for s in (0, 1)}
+    costly = {(Fit("fcn", 4096, 64, "population", n_train=10**5, lr=0.01), 0): 0}
+    jobs = split_jobs(SMOKE, {**cheap, **costly}, 2)
+    assert [len(job) for job in jobs] == [1, 4]  # two groups for two workers
+    assert jobs[0][0][0].width == 4096
+    jobs = split_jobs(SMOKE, {**cheap, **costly}, 4)  # fewer groups than free workers
+    assert [len(job) for job in jobs] == [1, 1, 1, 1] and jobs[0][0][0].width == 4096
 
 
 def test_a_fit_two_searches_ask_for_is_made_once_and_named_in_experiment_order():
     runner = Runner()
     found, _, used_by = run([Searching("second", 8), Searching("first", 8)], runner)
-    made = [f for fits in runner.calls for f in fits]
-    assert len(made) == len(set(made))
-    assert all(used_by[f] == ["second", "first"] for f in made)
+    assert len(runner.items) == len(set(runner.items))
+    assert all(used_by[f] == ["second", "first"] for f, _ in runner.items)
     assert found["first"] == found["second"]
 
 
@@ -105,7 +144,7 @@ def test_a_fit_already_made_is_not_made_again():
     records = {(first, s): {"val_r2": score(first)} for s in SMOKE.seeds()}
     used_by = {first: ["planned"]}
     run_searches(SMOKE, [Searching("s", 8)], records, used_by, Progress(0, enabled=False),
-                 runner)
+                 job=runner)
     assert first not in [f for fits in runner.calls for f in fits]
     assert used_by[first] == ["planned", "s"]
 
@@ -119,7 +158,7 @@ def test_an_error_while_fitting_is_raised_at_once():
     runner = Runner(fail=True)
     with pytest.raises(KeyboardInterrupt):
         run([Searching("a", 4), Searching("b", 8)], runner)
-    assert runner.calls == []
+    assert len(runner.calls) == 1
 
 
 def test_the_protocol_fits_every_rate_then_the_chosen_one_with_twice_the_steps():
@@ -228,3 +267,47 @@ def test_a_non_monotone_search_is_searched_again_with_every_rate_at_twice_the_st
     assert {s["steps_multiplier"] for s in section["summary"]} == {1, 2}
     # each seed on the 2x fits (on the 1x fits it would be 16)
     assert {p["star"] for p in section["critical_per_seed"]} == {13}
+
+
+#: what a record holds about when and where it was made, not what the fit gave
+TIMES = ("fit_s", "fit_cpu_s", "score_s", "started_at", "ended_at", "worker", "invocation",
+         "n_workers", "r2_by_length", "trace")
+
+
+def _numbers(record):
+    return {k: repr(v) for k, v in record.items() if k not in TIMES}
+
+
+@pytest.mark.slow
+def test_records_are_those_of_the_round_runner_whatever_the_dispatch():
+    """SMOKE over 3 seeds: the run on 2 worker processes, no round barrier, gives every
+    record bit for bit as the round runner (``run_fits``: one joblib call for them all),
+    and the same records and searches' outcomes as in this process, one job at a time."""
+    from dataclasses import replace
+
+    from sparse_token_estimators.reproduce._dispatch import (
+        SerialExecutor,
+        dispatch,
+        process_executor,
+    )
+    from sparse_token_estimators.reproduce._fits import _pools, run_fits
+    from sparse_token_estimators.reproduce._run import planned_fits, selected
+
+    config = replace(SMOKE, n_seeds=3, n_jobs=2)
+
+    def run(executor, n_workers):
+        records, used_by = {}, planned_fits(config)
+        found = dispatch(config, list(used_by), selected(config), records, used_by,
+                         Progress(0, enabled=False), executor=executor, n_workers=n_workers,
+                         pools=_pools(used_by))
+        return found, records
+
+    found, pooled = run(process_executor(2), 2)
+    found_serial, serial = run(SerialExecutor(), 1)
+    assert set(pooled) == set(serial) and len(pooled) > 200
+    assert repr(found) == repr(found_serial)
+    rounds = run_fits(config, {fit for fit, _ in pooled}, Progress(0, enabled=False))
+    for key, record in pooled.items():
+        assert _numbers(record) == _numbers(rounds[key]) == _numbers(serial[key])
+    assert all(r["ended_at"] >= r["started_at"] for r in pooled.values())
+    assert len({r["worker"] for r in pooled.values()}) == 2

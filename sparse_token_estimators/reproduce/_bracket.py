@@ -90,10 +90,27 @@ def protocol_search(config, search, make_fit, rates):
                     "chosen_lr_per_seed": searches[-1]["chosen_lr_per_seed"], "fits": made}
 
 
+class Round(list):
+    """The fits several searches ask for side by side: a list of them all (what a runner
+    that fits a round at once needs), each search's own request in ``branches``
+    (``{name: list of fits, or a Round}``), for a runner that answers each search as
+    soon as its own fits return (:class:`Answers`)."""
+
+    def __init__(self, branches):
+        super().__init__(f for request in branches.values() for f in request)
+        self.branches = branches
+
+
+class Answers(dict):
+    """The records of some branches of a :class:`Round` only, ``{name: records, or the
+    Answers of a nested Round}``: the branches not named wait, their fits still running."""
+
+
 def lockstep(searches):
     """Generator: the search generators ``{name: generator}`` side by side, their rounds
-    merged (each receives the records of every fit of the round); returns
-    ``{name: what it returned}`` in the order they ended."""
+    merged in a :class:`Round`; sent the records of every fit of the round, each search
+    receives them; sent :class:`Answers`, only the searches named, each its own. Returns
+    ``{name: what it returned}`` in the order of ``searches``."""
     pending, done = {}, {}
 
     def step(name, value):
@@ -106,10 +123,14 @@ def lockstep(searches):
     for name in searches:
         step(name, None)
     while pending:
-        records = yield [f for fits in pending.values() for f in fits]
-        for name in list(pending):
-            step(name, records)
-    return done
+        answer = yield Round(dict(pending))
+        if isinstance(answer, Answers):
+            for name in [n for n in answer if n in pending]:
+                step(name, answer[name])
+        else:
+            for name in list(pending):
+                step(name, answer)
+    return {name: done[name] for name in searches}
 
 
 def width_multiple(model):
@@ -124,10 +145,11 @@ def width_multiple(model):
 
 
 def protocol_searches(config, lens, keys, *, n_train, start, stop, floor, again=False):
-    """Generator: at each T of ``lens`` in increasing order, one :func:`protocol_search` per
-    model of ``keys`` (keys of ``MODELS``), in :func:`lockstep`, at the rates of each
-    model's family, training on ``n_train(T)`` fresh sequences every epoch
-    (:func:`population_fit`).
+    """Generator: for each model of ``keys`` (keys of ``MODELS``), one :func:`protocol_search`
+    at each T of ``lens`` in increasing order (:func:`search_chain`), the models side by
+    side (:func:`lockstep`: a model goes on to its next T as soon as its own search there
+    ends), at the rates of each model's family, training on ``n_train(T)`` fresh sequences
+    every epoch (:func:`population_fit`).
 
     ``start(key, T, outcome at the T before or None)``, ``stop(key, T)``,
     ``floor(key, T)``: the search's first, widest and narrowest width (each taken to a
@@ -136,21 +158,28 @@ def protocol_searches(config, lens, keys, *, n_train, start, stop, floor, again=
     T with twice the steps (``search_steps(search_again=True)``). Returns ``{T: {key:
     outcome}}``, each outcome with its ``stop``.
     """
-    found, previous = {}, {}
+    chains = {key: search_chain(config, lens, key, n_train=n_train, start=start, stop=stop,
+                                floor=floor, again=again)
+              for key in keys}
+    done = yield from lockstep(chains)
+    return {T: {key: done[key][T] for key in keys} for T in lens}
+
+
+def search_chain(config, lens, key, *, n_train, start, stop, floor, again=False):
+    """Generator: the searches of one model ``key`` at each T of ``lens`` in increasing
+    order, each starting from ``start(key, T, the outcome at the T before)``; returns
+    ``{T: outcome}`` (:func:`protocol_searches`)."""
+    found, previous = {}, None
+    m = width_multiple(key)
     for T in lens:
-        searches, tops = {}, {}
-        for key in keys:
-            m = width_multiple(key)
-            top, bottom = stop(key, T) // m * m, -(-floor(key, T) // m) * m
-            tops[key] = top
-            first = min(max(start(key, T, previous.get(key)), bottom), top) // m * m
-            search = search_steps(first, target=TARGET_R2, stop=top, floor=bottom,
-                                  factor=2.0, refine=REFINE, multiple=m, search_again=again)
-            searches[key] = protocol_search(
-                config, search, partial(population_fit, config, key, T, n_train(T)),
-                config.lr_grid(MODELS[key].family))
-        done = yield from lockstep(searches)
-        found[T] = previous = {key: {**done[key], "stop": tops[key]} for key in keys}
+        top, bottom = stop(key, T) // m * m, -(-floor(key, T) // m) * m
+        first = min(max(start(key, T, previous), bottom), top) // m * m
+        search = search_steps(first, target=TARGET_R2, stop=top, floor=bottom,
+                              factor=2.0, refine=REFINE, multiple=m, search_again=again)
+        outcome = yield from protocol_search(
+            config, search, partial(population_fit, config, key, T, n_train(T)),
+            config.lr_grid(MODELS[key].family))
+        found[T] = previous = {**outcome, "stop": top}
     return found
 
 

@@ -161,7 +161,7 @@ class ReproductionConfig:
         its sanity and fixed-width fits, and so verdict 7): the first
         ``architecture_n_seeds`` seeds of the run (all of them where
         ``n_seeds`` is not larger); None: every seed. Its fits are the run's
-        costliest: ``QUICK`` takes 2 of its 3 seeds to keep within its budget
+        costliest: ``QUICK`` takes 1 of its 3 seeds to keep within its budget
         (the summary says so). The other experiments use every seed.
     lr_grids : tuple of (str, tuple of float)
         The learning rates of every critical-width search, per model family
@@ -172,6 +172,10 @@ class ReproductionConfig:
         verdicts need at least 3 rates spanning 10x.
     experiments : tuple of str or None
         The experiments to run, by name; None: all.
+    judge_architectures : bool
+        Whether verdict 7 is judged on this run's architectures experiment; False (the
+        quick scale's small slice): its claim reads "judged at the paper scale", the
+        slice shown as indicative. It changes no record (an execution field).
     device : str
         Passed to the estimators ("auto", "cpu", "cuda").
     n_jobs : int or None
@@ -247,6 +251,7 @@ class ReproductionConfig:
     lr_grids: tuple = (("transformer", (0.003, 0.01, 0.03)), ("fcn", (0.003, 0.01, 0.03)),
                        ("encoder", (0.003, 0.01, 0.03)), ("rnn", (0.003, 0.01, 0.03)))
     experiments: tuple = None
+    judge_architectures: bool = True
     device: str = "auto"
     n_jobs: int = -1
     trainer: str = "exact"
@@ -360,7 +365,7 @@ class ReproductionConfig:
         Examples
         --------
         >>> QUICK.seeds(), QUICK.architecture_seeds(), PAPER.architecture_seeds()
-        ([0, 1, 2], [0, 1], [0, 1, 2])
+        ([0, 1, 2], [0], [0, 1, 2])
         >>> replace(QUICK, n_seeds=1).architecture_seeds()
         [0]
         """
@@ -443,9 +448,22 @@ class ReproductionConfig:
         return sorted({int(L) for L in grid} | set(named))
 
 
-#: every experiment over 3 seeds but the architectures experiment, the run's costliest,
-#: over the first 2 (its time: docs/reproduction.rst)
-QUICK = ReproductionConfig(architecture_n_seeds=2)
+#: the experiments of verdicts 1 to 6 (the paper's claims and the extensions), in the
+#: report's order: every experiment but the architectures (``_registry.EXPERIMENTS``,
+#: named here free of torch; a test keeps both the same)
+CLAIM_EXPERIMENTS = ("width_separation", "length_generalisation", "alignment", "width_scaling",
+                     "fcn_tightness", "population", "sample_complexity", "encodings")
+#: every experiment, by name
+ALL_EXPERIMENTS = (*CLAIM_EXPERIMENTS, "architectures")
+
+#: every experiment over 3 seeds at small sizes, the architectures as a small slice (one
+#: seed, the indicator layout at T = 10, the query layout at T = 4 and 8, fewer sequences,
+#: widths up to 16): indicative, verdict 7 not judged here (``judge_architectures``)
+QUICK = ReproductionConfig(
+    architecture_n_seeds=1, architecture_n_train=1024, query_n_train=1024,
+    architecture_width=16, architecture_width_stop=16, query_width_stop=16, query_lens=(4, 8),
+    query_searched=("encoder_rope", "gru", "lstm", "rnn", "mamba", "fcn"),
+    judge_architectures=False)
 #: T = 20, more samples and a wider pe_dim grid, the scaling law over T = 8 to 256
 #: (32x), the FCN's tightness at T = 8, 16, 32, the architectures' widths over
 #: T = 8 to 128 in both layouts, the learning curves over T = 5, 10, 20
@@ -472,8 +490,18 @@ FIRST = ReproductionConfig(
     experiments=("width_separation", "length_generalisation", "alignment"),
     pe_dims=(4, 8, 16, 32, 64), ensemble_pe_dims=(256,), n_pe_draws=2, fcn_span=(0.5, 1.0),
 )
-#: The presets by the name ``--scale`` takes.
-SCALES = {"first": FIRST, "quick": QUICK, "paper": PAPER}
+#: The presets by the name ``--scale`` takes: the paper's claims (verdicts 1 to 6) at the
+#: paper's sizes, and the architectures comparison (verdict 7) apart: hours on 2 cores,
+#: the same configuration as PAPER (the records of a PAPER run are theirs)
+SCALES = {"first": FIRST, "quick": QUICK,
+          "paper": replace(PAPER, experiments=CLAIM_EXPERIMENTS),
+          "architectures-paper": replace(PAPER, experiments=("architectures",))}
+#: each run's wall time on 2 CPU cores, 3 seeds: the one place the command line, the
+#: docs' table (docs/runs.rst) and README.md take them from; "estimate": the plan's
+#: (``python -m sparse_token_estimators --scale S --plan``), until measured
+RUN_TIMES = {"first": "about 1 min (estimate)", "quick": "about 10 min (estimate)",
+             "paper": "about 35 min (estimate)",
+             "architectures-paper": "about 3.7 h (estimate; 46 min on 16 workers)"}
 _TINY = Training(lr=0.01, max_epochs=2, batch_size=16)
 #: the critical-width searches' recipe (third set): the rate decayed by a cosine
 _TINY_COSINE = replace(_TINY, lr_schedule="cosine")

@@ -119,8 +119,8 @@ def architecture_seeds_text(config):
     --------
     >>> from sparse_token_estimators.reproduce import PAPER, QUICK
     >>> print(architecture_seeds_text(QUICK))  # doctest: +NORMALIZE_WHITESPACE
-    The architectures experiment uses 2 seeds of the run's 3 (seeds 0, 1;
-    architecture_n_seeds=2): its fits are the run's costliest, and fewer seeds there keep
+    The architectures experiment uses 1 seed of the run's 3 (seed 0;
+    architecture_n_seeds=1): its fits are the run's costliest, and fewer seeds there keep
     the run within its time budget; every other experiment uses all 3.
     >>> architecture_seeds_text(PAPER)
     ''

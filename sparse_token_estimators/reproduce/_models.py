@@ -155,7 +155,7 @@ def model_seeds(model, config):
     --------
     >>> from sparse_token_estimators.reproduce import QUICK
     >>> model_seeds("paper", QUICK), model_seeds("query_gru", QUICK)
-    ([0, 1, 2], [0, 1])
+    ([0, 1, 2], [0])
     """
     return config.architecture_seeds() if MODELS[model].training == "architecture_training" \
         else config.seeds()

@@ -11,8 +11,13 @@ def _clock(seconds):
 
 
 class Progress:
-    """Fits done out of the total, time elapsed and time left (elapsed x cost left / cost
-    done, by ``Fit.cost``), as a tqdm bar on stderr or one line per fit.
+    """Fits done out of the total, time elapsed and time left by the cost model
+    (``Fit.cost``), as a tqdm bar on stderr or one line per fit.
+
+    The time left is the run's plan (``expect``: the fits it expects, the searches' too,
+    their cost and the wall time) from the first second, weighed more and more, as fits
+    finish, against the pace measured (elapsed x cost left / cost done); without a plan,
+    the pace alone, after the first fit.
 
     Parameters
     ----------
@@ -43,6 +48,7 @@ class Progress:
     def __init__(self, total, enabled=True, clock=time.perf_counter):
         self.total, self.done, self.resumed, self.enabled = total, 0, 0, enabled
         self._text, self._fit_cost, self._cost_done, self._cost_total = "", 0.0, 0.0, 0.0
+        self._expected_cost, self._expected_wall, self._expected_fits = 0.0, 0.0, 0
         self._clock = clock
         self._start = clock()
         self._bar = None
@@ -57,6 +63,20 @@ class Progress:
     def plan(self, cost):
         """Add ``cost`` to the estimated cost of the whole run."""
         self._cost_total += cost
+
+    def expect(self, n_fits, cost, wall_s):
+        """The plan: ``n_fits`` fits to make costing ``cost`` together (``Fit.cost``'s
+        units, the searches' expected fits included), in ``wall_s`` seconds.
+
+        Examples
+        --------
+        >>> clock = iter([0.0, 60.0]).__next__
+        >>> progress = Progress(10, enabled=False, clock=clock)
+        >>> progress.expect(10, cost=100.0, wall_s=600.0)
+        >>> round(progress.remaining())  # nothing done yet: the plan's 600 s less 60
+        540
+        """
+        self._expected_fits, self._expected_cost, self._expected_wall = n_fits, cost, wall_s
 
     def add(self, n_fits):
         """Count ``n_fits`` more fits in the run (a search's, decided as it goes)."""
@@ -85,15 +105,23 @@ class Progress:
         return self._clock() - self._start
 
     def remaining(self):
-        """Estimated seconds left (None before the first fit has finished)."""
-        if self._cost_done <= 0:
-            return None
-        left = max(self._cost_total - self._cost_done, 0.0)
-        return self.elapsed() * left / self._cost_done
+        """Estimated seconds left (without a plan, None before the first fit finishes)."""
+        total = max(self._cost_total, self._expected_cost)
+        left = max(total - self._cost_done, 0.0)
+        paced = self.elapsed() * left / self._cost_done if self._cost_done > 0 else None
+        if self._expected_cost <= 0:
+            return paced
+        if paced is None:
+            return max(self._expected_wall - self.elapsed(), 0.0)
+        planned = self._expected_wall * left / total
+        weight = min(1.0, self._cost_done / (0.25 * total))
+        return (1 - weight) * planned + weight * paced
 
     def _times(self):
         left = self.remaining()
-        return f"{_clock(self.elapsed())} elapsed, " + (
+        expected = f"~{self._expected_fits} fits expected, " \
+            if self._expected_fits > self.total else ""
+        return f"{expected}{_clock(self.elapsed())} elapsed, " + (
             "time left: after the first fit" if left is None else f"~{_clock(left)} left")
 
     def advance(self, n=1, cost=None):

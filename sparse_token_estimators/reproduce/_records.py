@@ -34,7 +34,8 @@ LOCK_FILE = ".lock"
 #: it and however many seeds the run has, so a run with more seeds or other experiments
 #: reuses the records it shares with an earlier one in the same folder (the same for the
 #: seeds of the architectures experiment, ``architecture_n_seeds``)
-EXECUTION_FIELDS = ("n_jobs", "n_seeds", "experiments", "architecture_n_seeds")
+EXECUTION_FIELDS = ("n_jobs", "n_seeds", "experiments", "architecture_n_seeds",
+                    "judge_architectures")
 
 #: why a number is missing, by the key it would have had (``strict_json``)
 MISSING_REASONS = {

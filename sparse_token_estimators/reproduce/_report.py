@@ -166,6 +166,66 @@ def timing_rows(results):
                         key=lambda r: (r["seq_len"], r["data"], r["model_name"]))
 
 
+def measured_time(results):
+    """The run's measured time, summed over every invocation whose fits it holds (each
+    record's ``invocation``, ``n_workers``, and its job's ``started_at`` / ``ended_at`` /
+    ``worker``): ``{"cpu_s", "wall_s", "busy_s", "utilisation", "invocations",
+    "untimed"}``; ``wall_s`` is each invocation's first start to last end of a fit;
+    ``utilisation`` busy worker-seconds over workers x wall; ``untimed``: fits whose
+    records carry no times (made before records had them).
+
+    Examples
+    --------
+    >>> fits = [{"fit_s": 1.0, "fit_cpu_s": 1.0, "invocation": 0.0, "n_workers": 2,
+    ...          "started_at": 0.0, "ended_at": 4.0, "worker": "a"},
+    ...         {"fit_s": 1.0, "fit_cpu_s": 1.0, "invocation": 0.0, "n_workers": 2,
+    ...          "started_at": 0.0, "ended_at": 2.0, "worker": "b"}]
+    >>> measured_time({"fits": fits})["utilisation"]
+    0.75
+    """
+    runs, untimed, cpu = {}, 0, 0.0
+    for f in results["fits"]:
+        cpu += fit_seconds(f)
+        if f.get("started_at") is None or f.get("invocation") is None:
+            untimed += 1
+            continue
+        run = runs.setdefault(f["invocation"], {"workers": f.get("n_workers") or 1,
+                                                "jobs": set()})
+        run["jobs"].add((f.get("worker"), f["started_at"], f["ended_at"]))
+    wall = busy = capacity = 0.0
+    for run in runs.values():
+        span = max(e for _, _, e in run["jobs"]) - min(s for _, s, _ in run["jobs"])
+        wall += span
+        busy += sum(e - s for _, s, e in run["jobs"])
+        capacity += run["workers"] * span
+    return {"cpu_s": cpu, "wall_s": wall, "busy_s": busy,
+            "utilisation": busy / capacity if capacity else math.nan,
+            "invocations": len(runs), "untimed": untimed}
+
+
+def time_lines(results):
+    """The summary's lines on time: the plan's estimate beside the measured CPU and wall
+    time and the workers' utilisation."""
+    measured, plan = measured_time(results), results.get("plan")
+    lines = []
+    if plan:
+        lines.append(f"Estimated before the first fit (the cost model, {plan['n_workers']} "
+                     f"worker{'s' if plan['n_workers'] != 1 else ''}): "
+                     f"{plan['cpu_s']:.0f} CPU s of fits to make, {plan['wall_s']:.0f} s "
+                     f"wall ({plan['planned_fits']} fits planned, about "
+                     f"{plan['search_fits']} for the searches, {plan['resumed_fits']} "
+                     "recorded before).")
+    text = (f"Measured: {measured['cpu_s']:.0f} CPU s of fits (every fit of the run); "
+            f"{measured['wall_s']:.0f} s wall from the first fit's start to the last's end, "
+            f"summed over the {measured['invocations']} invocation(s) that made them; worker "
+            f"utilisation {measured['utilisation']:.2f} (busy worker-seconds over workers x "
+            "wall)")
+    if measured["untimed"]:
+        text += (f"; {measured['untimed']} fit(s) carry no start and end times (recorded "
+                 "by an earlier version) and are not in the wall time")
+    return lines + [text + "."]
+
+
 def summary_markdown(results, *, figures=True):
     """The Markdown summary: the run, each claim's verdict and evidence, the tables
     (``write_outputs`` writes it as summary.md)."""
@@ -237,7 +297,7 @@ def summary_markdown(results, *, figures=True):
     for experiment in (e for e in EXPERIMENTS if e.name in results):
         lines += ["", f"## {experiment.title}", ""] + experiment.summary(results)
     per_experiment, per_model = timing_rows(results)
-    lines += ["", "## Where the time went", "",
+    lines += ["", "## Where the time went", ""] + time_lines(results) + ["",
               "CPU seconds of the fits, summed over the seeds (one thread each; a fit shared "
               "between experiments "
               "counts in each; 'own': the fits no other experiment uses; the learning "

@@ -1,6 +1,5 @@
 """``run``: fit what every experiment needs, once, and assess the claims."""
 
-import functools
 import platform
 import time
 from dataclasses import asdict
@@ -9,6 +8,7 @@ import numpy as np
 import sklearn
 import skorch
 import torch
+from joblib import effective_n_jobs
 
 from ..theory import (
     fcn_lower_bound,
@@ -18,8 +18,10 @@ from ..theory import (
     zero_predictor_loss,
 )
 from ._config import QUICK
-from ._fits import run_fits
+from ._dispatch import SerialExecutor, SimulatedExecutor, dispatch, process_executor, timed_job
+from ._fits import _pools
 from ._models import MODELS, describe_models
+from ._plan import estimate
 from ._progress import Progress
 from ._records import RecordStore
 from ._registry import EXPERIMENTS
@@ -50,10 +52,11 @@ def selected(config):
     return tuple(e for e in EXPERIMENTS if e.name in config.experiments)
 
 
-def planned_fits(config):
-    """``{fit: [experiments that use it]}``: what ``run`` fits before the searches."""
+def planned_fits(config, experiments=None):
+    """``{fit: [experiments that use it]}``: what ``run`` fits beside the searches
+    (``experiments``: default ``selected(config)``)."""
     used_by = {}
-    for experiment in selected(config):
+    for experiment in selected(config) if experiments is None else experiments:
         for fit in experiment.fits(config):
             names = used_by.setdefault(fit, [])
             if experiment.name not in names:
@@ -61,55 +64,41 @@ def planned_fits(config):
     return used_by
 
 
-def run_searches(config, experiments, records, used_by, progress, fit=run_fits):
-    """``{experiment name: what its search returned}``, the searches run side by side.
-
-    Every round, the fits every live search (``Experiment.search``) asks for
-    are made in one call of ``fit(config, fits, progress)``, each once, and
-    each search gets its records back; which searches share a round changes
-    the schedule, not a number. ``records`` and ``used_by`` are updated in
-    place.
-    """
-    live, found = {}, {}
-
-    def ask(i, answer):
-        gen = live[i][0]
-        try:
-            live[i] = (gen, list(gen.send(answer)))
-        except StopIteration as stop:
-            found[experiments[i].name] = stop.value
-            del live[i]
-
-    for i, experiment in enumerate(experiments):
-        gen = experiment.search(config)
-        if gen is not None:
-            live[i] = (gen, None)
-            ask(i, None)
-    rounds = 0
-    while live:
-        rounds += 1
-        new = []
-        for i, (_, fits) in sorted(live.items()):
-            for f in fits:
-                names = used_by.get(f)
-                if names is None:
-                    names = used_by[f] = []
-                    new.append(f)
-                if experiments[i].name not in names:
-                    names.append(experiments[i].name)
-        if new:
-            # a search's fits are not known in advance: the total grows as it goes
-            progress.add(sum(len(f.seeds(config)) for f in new))
-            progress.plan(sum(f.cost(config) * len(f.seeds(config)) for f in new))
-            searching = ", ".join(experiments[i].name for i in sorted(live))
-            records.update(fit(config, new, progress,
-                               label=f"search round {rounds} ({searching})"))
-        for i, (_, fits) in sorted(live.items()):
-            ask(i, {(f, s): records[f, s] for f in fits for s in f.seeds(config)})
-    return found
+def run_searches(config, experiments, records, used_by, progress, *, executor=None,
+                 job=timed_job):
+    """``{experiment name: what its search returned}``, the searches run side by side
+    (:func:`~._dispatch.dispatch`): each search's next round is asked for as soon as its
+    own fits return; which searches run beside it changes the schedule, not a number.
+    ``records`` and ``used_by`` are updated in place; ``executor`` (default: in this
+    process) runs ``job(config, members)``."""
+    return dispatch(config, [], experiments, records, used_by, progress,
+                    executor=executor or SerialExecutor(), n_workers=_workers(executor),
+                    job=job)
 
 
-def run(config=QUICK, *, progress=True, store=None):
+def _workers(executor, config=None):
+    """How many jobs ``executor`` runs at once (``config.n_jobs`` for a process pool)."""
+    if executor is None or isinstance(executor, SerialExecutor):
+        return 1
+    if isinstance(executor, SimulatedExecutor):
+        return executor.n_workers
+    workers = getattr(executor, "_max_workers", None)  # concurrent.futures' pools
+    if workers:
+        return workers
+    client = getattr(executor, "_client", None)  # a Dask client's executor
+    if client is not None:
+        return max(1, sum(client.nthreads().values()))
+    return effective_n_jobs(config.n_jobs if config is not None else -1)
+
+
+def executor_for(config):
+    """``(executor, workers)`` of a run of ``config``: in this process for one job at a
+    time (``n_jobs=1``), else a process pool of ``effective_n_jobs(n_jobs)`` workers."""
+    workers = effective_n_jobs(config.n_jobs)
+    return (SerialExecutor(), 1) if workers == 1 else (process_executor(workers), workers)
+
+
+def run(config=QUICK, *, progress=True, store=None, executor=None, plan=None):
     """Run every experiment over ``config.n_seeds`` seeds and assess the claims.
 
     Each distinct fit is made once per seed (the architectures experiment's for its
@@ -124,13 +113,19 @@ def run(config=QUICK, *, progress=True, store=None):
         An output folder (or its ``RecordStore``): each fit's record is saved
         there as it finishes and read back by a rerun, with the same numbers;
         one made with another configuration is refused (``ValueError``).
+    executor : concurrent.futures.Executor or None, default=None
+        Where the fits run: None, a process pool of ``config.n_jobs`` workers (in this
+        process for ``n_jobs=1``); e.g. ``client.get_executor()`` of a Dask client.
+    plan : Plan or None, default=None
+        The run's :class:`~._plan.Plan` (the progress display's time left from the first
+        second; None: made here, without the machine's calibration).
 
     Returns
     -------
     results : dict
         ``config``, ``theory``, ``models``, one section per experiment,
         ``fits`` (a row per fit and seed), ``thresholds``, ``claims``,
-        ``elapsed_s``, ``versions``.
+        ``elapsed_s``, ``plan`` (the estimate made before the first fit), ``versions``.
 
     Examples
     --------
@@ -142,15 +137,27 @@ def run(config=QUICK, *, progress=True, store=None):
     if store is not None and not isinstance(store, RecordStore):
         store = RecordStore(store, config)
     used_by = planned_fits(config)
+    if executor is None:
+        executor, workers = executor_for(config)
+    else:
+        workers = _workers(executor, config)
+    if plan is None:
+        plan = estimate(config, workers)
     if not isinstance(progress, Progress):
         progress = Progress(sum(len(fit.seeds(config)) for fit in used_by),
                             enabled=bool(progress))
     progress.plan(sum(fit.cost(config) * len(fit.seeds(config)) for fit in used_by))
-    start = time.perf_counter()
-    fit = functools.partial(run_fits, store=store)
+    progress.expect(plan.n_fits, plan.cpu_s / plan.factor, plan.wall_s)
+    start, started_at = time.perf_counter(), time.time()
+    records = {}
+
+    def stamp(fit, seed, record):
+        record.update(invocation=started_at, n_workers=workers)
+
     try:
-        records = fit(config, used_by, progress, label="planned fits")
-        found = run_searches(config, selected(config), records, used_by, progress, fit)
+        found = dispatch(config, list(used_by), selected(config), records, used_by, progress,
+                         executor=executor, n_workers=workers, store=store,
+                         pools=_pools(used_by), on_record=stamp)
     finally:
         progress.close()
     results = {
@@ -172,6 +179,10 @@ def run(config=QUICK, *, progress=True, store=None):
                              "fixed_before_the_run": True, "resolution": dict(RESOLUTION)}
     results["claims"] = assess_claims(results)
     results["elapsed_s"] = time.perf_counter() - start
+    results["plan"] = {"n_workers": plan.n_workers, "planned_fits": plan.planned_fits,
+                       "search_fits": plan.search_fits, "resumed_fits": plan.resumed_fits,
+                       "cpu_s": plan.cpu_s, "wall_s": plan.wall_s,
+                       "utilisation": plan.utilisation, "factor": plan.factor}
     results["versions"] = {
         "python": platform.python_version(), "torch": torch.__version__,
         "sklearn": sklearn.__version__, "skorch": skorch.__version__,

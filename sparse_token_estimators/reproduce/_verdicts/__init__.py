@@ -41,7 +41,7 @@ from ._rules import (
 from ._widths import BOUND_MET, _scaling, _tightness
 
 __all__ = ["BOUND_MET", "FIXED_ON", "FOURTH_SET_FIXED_ON", "RESOLUTION", "SECOND_SET_FIXED_ON",
-           "SETS", "THIRD_SET_FIXED_ON", "THRESHOLDS", "VERDICTS", "_alignment",
+           "NOT_JUDGED", "SETS", "THIRD_SET_FIXED_ON", "THRESHOLDS", "VERDICTS", "_alignment",
            "_training_gate", "assess_claims", "compare", "is_paper_scale", "r2_se", "verdict"]
 
 #: the verdicts in the reproduction page's order, with the section each needs
@@ -73,4 +73,22 @@ def assess_claims(results, thresholds=THRESHOLDS, resolution=RESOLUTION):
     for claim, key in zip(claims, [key for key, _ in VERDICTS if key in results]):
         claim["set"] = (results[key].get("protocol", "second set").split()[0]
                         if key in _JUDGED_BY_PROTOCOL else "first")
+        if key == "architectures" and not results["config"].get("judge_architectures", True):
+            _not_judged_here(claim)
     return claims
+
+
+#: verdict 7's reading at a scale that runs the architectures as a slice (quick)
+NOT_JUDGED = "judged at the paper scale"
+
+
+def _not_judged_here(claim):
+    """Verdict 7 at a scale whose architectures experiment is a small slice (``QUICK``):
+    not judged; its evidence kept as indicative, and where it is judged."""
+    claim.update(
+        verdict=NOT_JUDGED, supported=False, inconclusive_reasons=[], seeds_supporting=0,
+        evidence="indicative only (a small slice of the architectures: one seed, a few "
+                 "small T, fewer steps): " + claim["evidence"],
+        note="Verdict 7 is judged at the paper scale only, by the architectures "
+             "comparison: python -m sparse_token_estimators --scale architectures-paper "
+             "(hours on 2 cores; see the reproduction page's Runs).")

@@ -1,0 +1,322 @@
+"""The run's scheduler: the planned fits and every search's rounds, with no round barrier.
+
+:func:`dispatch` keeps the workers of an executor busy with the fits the run
+needs: the experiments' planned fits, and each search's requests
+(``Experiment.search``: a generator yielding fits, receiving their records).
+A search's next request is asked for as soon as its own fits return, whatever
+the other searches are doing; a :class:`~._bracket.Round` (searches side by
+side, :func:`~._bracket.lockstep`) is answered branch by branch
+(:class:`~._bracket.Answers`), so that within one experiment, too, each model's
+search goes on alone. Whenever a worker is free it gets the costliest job
+(``Fit.cost``) of those waiting: a group of fits trained side by side
+(``_fits.group_job``: one model and width, any rates and seeds), or, where
+there are fewer groups waiting than free workers, single ``(fit, seed)`` jobs.
+A record is the same whichever job made it and whenever: only the order changes.
+
+The executor is any ``concurrent.futures.Executor`` (a process pool, a Dask
+client's ``get_executor()``), :class:`SerialExecutor` (in this process), or
+:class:`SimulatedExecutor` (a virtual clock: the plan and the benchmark).
+"""
+
+import concurrent.futures as cf
+import heapq
+import itertools
+import os
+import socket
+import time
+
+from . import _fits
+from ._bracket import Answers, Round
+from ._fits import group_key
+
+#: the variables that set a worker's threads (as joblib sets them for its workers)
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                    "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMBA_NUM_THREADS",
+                    "NUMEXPR_NUM_THREADS")
+
+
+class SerialExecutor(cf.Executor):
+    """Runs each job in this process as it is submitted (one worker; an error is raised
+    at once, from ``submit``)."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        future = cf.Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+class SimulatedExecutor(cf.Executor):
+    """``n_workers`` workers on a virtual clock: a job's result is computed at once, and
+    the job is done ``duration(*args)`` virtual seconds after it starts (when a worker
+    is free). ``busy`` sums the durations, ``now`` is the clock.
+
+    Examples
+    --------
+    >>> pool = SimulatedExecutor(2, duration=lambda x: x)
+    >>> futures = [pool.submit(lambda x: x, 3), pool.submit(lambda x: x, 1)]
+    >>> [f.result() for f in pool.wait_first(futures)], pool.now
+    ([1], 1.0)
+    """
+
+    def __init__(self, n_workers, duration):
+        self.n_workers, self.duration = n_workers, duration
+        self.now, self.busy = 0.0, 0.0
+        self._ends = []  # (end, order, future)
+        self._order = itertools.count()
+
+    def submit(self, fn, /, *args, **kwargs):
+        if len(self._ends) >= self.n_workers:
+            raise RuntimeError("every simulated worker is busy: wait for one first")
+        future = cf.Future()
+        future.set_result(fn(*args, **kwargs))
+        seconds = float(self.duration(*args))
+        self.busy += seconds
+        heapq.heappush(self._ends, (self.now + seconds, next(self._order), future))
+        return future
+
+    def wait_first(self, futures):
+        """The futures done first (advancing the clock to their end)."""
+        end, _, first = heapq.heappop(self._ends)
+        self.now, done = end, {first}
+        while self._ends and self._ends[0][0] <= end:
+            done.add(heapq.heappop(self._ends)[2])
+        return done
+
+
+def wait_first(executor, futures):
+    """The futures of ``futures`` done first (at least one)."""
+    own = getattr(executor, "wait_first", None)
+    if own is not None:
+        return own(futures)
+    return cf.wait(futures, return_when=cf.FIRST_COMPLETED).done
+
+
+def process_executor(n_workers):
+    """The reusable pool of ``n_workers`` worker processes of joblib's default backend
+    (loky), each worker's threads limited as joblib's ``Parallel`` limits them (the
+    variables already set here, else the cores over the workers): the pool a joblib
+    call with ``n_jobs=n_workers`` uses, shared with it."""
+    from joblib import cpu_count
+    from joblib.executor import get_memmapping_executor
+
+    threads = str(max(cpu_count() // n_workers, 1))
+    env = {name: os.environ.get(name, threads) for name in THREAD_VARIABLES}
+    if "ENABLE_IPC" not in os.environ:  # TBB's schedulers coordinate across processes
+        env["ENABLE_IPC"] = "1"
+    return get_memmapping_executor(n_workers, timeout=300, env=env)
+
+
+def timed_job(config, members, job=None):
+    """``job(config, members)`` (default: ``_fits.group_job``) with its wall-clock start and
+    end (epoch seconds) and its worker (host:pid) written into each record: the run's
+    utilisation is read from them."""
+    start = time.time()
+    done = (job or _fits.group_job)(config, members)
+    end, worker = time.time(), f"{socket.gethostname()}:{os.getpid()}"
+    for _, _, record in done:
+        record.update(started_at=start, ended_at=end, worker=worker)
+    return done
+
+
+def _leaves(request, path=()):
+    """``{path: list of fits}`` of a request (a :class:`Round` branch by branch)."""
+    if isinstance(request, Round):
+        out = {}
+        for name, branch in request.branches.items():
+            out.update(_leaves(branch, (*path, name)))
+        return out
+    return {path: list(request)}
+
+
+def _answer(paths, records_of):
+    """What a search is sent once the leaves ``paths`` are complete: the records of the one
+    leaf of a plain request, else nested :class:`Answers`."""
+    if paths == [()]:
+        return records_of(())
+    answer = Answers()
+    for path in paths:
+        node = answer
+        for name in path[:-1]:
+            node = node.setdefault(name, Answers())
+        node[path[-1]] = records_of(path)
+    return answer
+
+
+def split_jobs(config, waiting, free):
+    """Up to ``free`` jobs from ``waiting`` (``{(fit, seed): pool}``), costliest first: one
+    per group (``group_key``), or single ``(fit, seed)`` jobs where there are fewer groups
+    than ``free`` (a worker would idle beside a whole group). Each job is a list of
+    ``(fit, seed, pool)``.
+
+    Examples
+    --------
+    >>> from sparse_token_estimators.reproduce import SMOKE
+    >>> from sparse_token_estimators.reproduce._models import Fit
+    >>> waiting = {(Fit("fcn", 8, 4, lr=lr), 0): 0 for lr in (0.01, 0.03)}
+    >>> [len(job) for job in split_jobs(SMOKE, waiting, 1)]
+    [2]
+    >>> [len(job) for job in split_jobs(SMOKE, waiting, 2)]
+    [1, 1]
+    """
+    groups = {}
+    for (fit, seed), pool in waiting.items():
+        groups.setdefault(group_key(fit), []).append((fit, seed, pool))
+    jobs = list(groups.values())
+    if len(jobs) < free:
+        jobs = [[member] for job in jobs for member in job]
+    jobs.sort(key=lambda job: -sum(fit.cost(config) for fit, _, _ in job))
+    return jobs[:free]
+
+
+class _Search:
+    """One live search: its generator and the leaves of its request still waiting."""
+
+    def __init__(self, index, generator):
+        self.index, self.generator = index, generator
+        self.leaves = {}     # path -> fits of the leaf in flight
+        self.missing = {}    # path -> {(fit, seed)} not yet recorded
+        self.ready = []      # complete paths not yet answered
+
+
+def dispatch(config, planned, experiments, records, used_by, progress, *, executor,
+             n_workers, store=None, pools=None, job=timed_job, on_record=None):
+    """Fit ``planned`` and run every experiment's search; returns ``{experiment name: what
+    its search returned}``, in the order of ``experiments``.
+
+    Parameters
+    ----------
+    config : ReproductionConfig
+    planned : iterable of Fit
+        The fits the experiments plan (each for each of its seeds).
+    experiments : sequence of Experiment
+        Their searches (``search(config)``) start at once, side by side.
+    records, used_by : dict
+        ``{(fit, seed): record}`` and ``{fit: [experiment names]}``, updated in place (a
+        search's fits are added to ``used_by`` under its name as it asks for them).
+    progress : Progress
+    executor : concurrent.futures.Executor
+        Where the jobs run.
+    n_workers : int
+        How many jobs it runs at once.
+    store : RecordStore or None
+        Records read back before fitting, and each new one saved as it returns.
+    pools : dict or None
+        ``{fit: pool size}`` of the learning curves' fits (``_fits._pools``).
+    job : callable, default=timed_job
+        ``job(config, members) -> [(fit, seed, record)]``, run in the workers.
+    on_record : callable or None
+        Called with ``(fit, seed, record)`` for every record fitted, before it is stored
+        (it may add to the record).
+    """
+    pools = pools or {}
+    waiting, running, in_flight = {}, {}, set()
+    watchers = {}  # (fit, seed) -> [(search, path)]
+    searches, found = {}, {}
+
+    resumed = []  # read back from the store, not yet counted on progress
+
+    def need(fit, seed):
+        """Whether (fit, seed) must be fitted (read back from the store if it is there)."""
+        if (fit, seed) in records:
+            return False
+        record = None if store is None else store.get(config, fit, seed)
+        if record is not None:
+            records[fit, seed] = record
+            resumed.append(fit)
+            return False
+        if (fit, seed) not in in_flight:
+            in_flight.add((fit, seed))
+            waiting[fit, seed] = pools.get(fit, 0)
+        return True
+
+    def register(search, request):
+        for path, fits in _leaves(request).items():
+            if path in search.leaves:
+                continue  # still in flight from an earlier request
+            name = experiments[search.index].name
+            new = [f for f in fits if f not in used_by]
+            if new:
+                progress.add(sum(len(f.seeds(config)) for f in new))
+                progress.plan(sum(f.cost(config) * len(f.seeds(config)) for f in new))
+            for f in fits:
+                names = used_by.setdefault(f, [])
+                if name not in names:
+                    names.append(name)
+            missing = {(f, s) for f in fits for s in f.seeds(config) if need(f, s)}
+            search.leaves[path], search.missing[path] = fits, missing
+            for item in missing:
+                watchers.setdefault(item, []).append((search, path))
+            if not missing:
+                search.ready.append(path)
+        count_resumed(f"search ({experiments[search.index].name})")
+
+    def count_resumed(label):
+        if resumed:
+            progress.resume(len(resumed), sum(f.cost(config) for f in resumed), label)
+            resumed.clear()
+
+    def answer(search):
+        paths, search.ready = search.ready, []
+
+        def records_of(path):
+            fits = search.leaves.pop(path)
+            del search.missing[path]
+            return {(f, s): records[f, s] for f in fits for s in f.seeds(config)}
+
+        reply = _answer(paths, records_of)
+        try:
+            request = search.generator.send(reply)
+        except StopIteration as stop:
+            found[experiments[search.index].name] = stop.value
+            del searches[search.index]
+            return
+        register(search, request)
+
+    for fit in sorted(set(planned)):
+        for seed in fit.seeds(config):
+            need(fit, seed)
+    count_resumed("planned fits")
+    for i, experiment in enumerate(experiments):
+        generator = experiment.search(config)
+        if generator is None:
+            continue
+        search = searches[i] = _Search(i, generator)
+        try:
+            register(search, next(generator))
+        except StopIteration as stop:
+            found[experiment.name] = stop.value
+            del searches[i]
+    try:
+        while True:
+            for search in [s for s in list(searches.values()) if s.ready]:
+                answer(search)
+            if any(s.ready for s in searches.values()):
+                continue
+            free = n_workers - len(running)
+            while free > 0 and waiting:
+                for members in split_jobs(config, waiting, free):
+                    for fit, seed, _ in members:
+                        del waiting[fit, seed]
+                    running[executor.submit(job, config, members)] = members
+                free = n_workers - len(running)
+            if not running:
+                if searches:  # cannot happen: every live search waits on a fit
+                    raise RuntimeError("the searches wait on no fit")
+                return {e.name: found[e.name] for e in experiments if e.name in found}
+            for future in wait_first(executor, list(running)):
+                del running[future]
+                for fit, seed, record in future.result():
+                    records[fit, seed] = record
+                    in_flight.discard((fit, seed))
+                    if on_record is not None:
+                        on_record(fit, seed, record)
+                    if store is not None:
+                        store.put(config, fit, seed, record)
+                    progress.advance(cost=fit.cost(config))
+                    for search, path in watchers.pop((fit, seed), []):
+                        search.missing[path].discard((fit, seed))
+                        if not search.missing[path] and search.index in searches:
+                            search.ready.append(path)
+    finally:
+        for future in running:
+            future.cancel()
