@@ -847,7 +847,7 @@ def test_a_new_optimizer_and_its_values_can_be_set_together_on_a_fitted_estimato
     assert est.optimizer_.param_groups[0]["momentum"] == 0.9
 
 
-# -- the layout named, sample_weight refused where it is requested ----------------------
+# -- the layout named ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", EACH_KIND)
@@ -862,18 +862,3 @@ def test_query_layout_X_in_an_indicator_estimator_says_to_pass_the_layout(name):
     make_estimator(name, layout="query", max_epochs=1).fit(X, y)  # the fix works
 
 
-@pytest.mark.parametrize("method", ["fit", "partial_fit"])
-@pytest.mark.parametrize("request_value", [True, "weights"])
-def test_set_fit_request_refuses_sample_weight(request_value, method):
-    import sklearn
-
-    est = make_estimator("fcn")
-    setter = getattr(est, f"set_{method}_request")
-    with sklearn.config_context(enable_metadata_routing=True):
-        before = str(est.get_metadata_routing())
-        with pytest.raises(TypeError, match=rf"SparseTokenFCN\.{method} does not support "
-                                            r"sample_weight.*cannot be requested.*repeat"):
-            setter(sample_weight=request_value)
-        assert str(est.get_metadata_routing()) == before  # nothing changed
-        assert setter(sample_weight=False) is est
-        assert est.set_score_request(sample_weight=True) is est  # score takes weights

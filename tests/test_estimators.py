@@ -404,10 +404,6 @@ def test_unknown_device_raises(tiny_task):
         SparseTokenFCN(hidden_width=8, max_epochs=1, device="gpu").fit(*tiny_task)
 
 
-def test_regressors_have_no_predict_proba(fitted):
-    assert not hasattr(fitted, "predict_proba")
-
-
 def test_initialize_without_data_explains(make_estimator):
     est = make_estimator()
     missing = "seq_len and token_dim are" if isinstance(est, SparseTokenFCN) else "token_dim is"

@@ -137,10 +137,6 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         tags.target_tags.single_output = False
         return tags
 
-    def __sklearn_is_fitted__(self):
-        # skorch: fitted once a module exists; here also built with the current parameters
-        return super().__sklearn_is_fitted__() and not _state.structure_changes(self)
-
     def __repr__(self):
         # scikit-learn's style: the parameters set, not skorch's module listing
         defaults, params = _defaults(type(self)), self.get_params(deep=False)
@@ -391,13 +387,14 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         # checks and sizes first, and the undo of a failed call
         return self._train(X, y, True, "partial_fit", fit_params)
 
-    def _prepare_training(self, X, y, warm, routing_method, fit_params):
+    def _prepare_training(self, X, y, warm, routing_method, fit_params, transaction=None):
         """Everything ``fit`` does before skorch's training loop; returns the checked data.
 
         Checks the parameters, fit keywords and data; then builds the module
         (sizes from the data, seeded: ``_seeds_``, ``torch_rng_``) or, when
         ``warm`` and the fitted module matches, applies the changed settings to
-        it. Call it inside ``_state.Transaction(self)`` (a failed call then changes nothing).
+        it. Call it inside ``_state.Transaction(self)`` (a failed call then changes
+        nothing); one made with ``in_place=False`` is told here when training continues.
         """
         _checks.check_params(self)
         _checks.check_fit_params(self, fit_params, routing_method)
@@ -405,6 +402,8 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         X, y, sizes = _checks.check_training_data(self, X, y, continues=continues)
         with self.device_scope():
             if continues:
+                if transaction is not None:
+                    transaction.keep_in_place()  # a fresh fit builds anew: nothing to copy
                 _state.apply_to_fitted(self)
                 _state.rebuild_changed_components(self)
                 if self.seq_len_ is None:  # built without data: the first length trained on
@@ -414,8 +413,9 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         return X, y, continues
 
     def _train(self, X, y, warm, routing_method, fit_params):
-        with training_lock(self), _state.Transaction(self) as transaction:
-            X, y, continues = self._prepare_training(X, y, warm, routing_method, fit_params)
+        with training_lock(self), _state.Transaction(self, in_place=False) as transaction:
+            X, y, continues = self._prepare_training(X, y, warm, routing_method, fit_params,
+                                                     transaction)
             first = len(self.history) if continues else 0  # a fresh fit starts a new history
             try:
                 with _persistence.fitting(), self.device_scope():
@@ -548,8 +548,8 @@ class _SparseTokenRegressor(NeuralNetRegressor):
 
     def _predict_checked(self, X):
         with self.device_scope():
-            # skorch's prediction loop (this class hides predict_proba itself)
-            return NeuralNet.predict_proba(self, X).astype(np.float64)
+            # skorch's prediction loop, cast to the float64 regressors return
+            return self.predict_proba(X).astype(np.float64)
 
     def infer(self, x, **fit_params):
         """The module's forward on a batch; at prediction, in blocks of a fixed size.
@@ -592,11 +592,6 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         # about what a batch of 64 short ones does; it depends on the length only
         return max(1, min(self._predict_block, _BLOCK_POSITIONS // seq_len))
 
-    @property
-    def predict_proba(self):
-        # skorch defines predict_proba on every net; a regressor has none
-        raise AttributeError(f"{type(self).__name__} is a regressor: use predict.")
-
     def score(self, X, y, sample_weight=None):
         """R^2 of ``predict(X)`` against ``y``, averaged over the token_dim outputs.
 
@@ -623,36 +618,6 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         if problem:
             raise ValueError(f"{problem} No R^2 can be computed.")
         return r2_score(y, y_pred, sample_weight=sample_weight)
-
-    def set_fit_request(self, **kwargs):
-        """Refuse ``sample_weight``: ``fit`` does not take it (scikit-learn's routing).
-
-        Parameters
-        ----------
-        **kwargs : dict
-            Metadata names and whether ``fit`` requests them, as in scikit-learn.
-
-        Returns
-        -------
-        self : estimator
-        """
-        _refuse_sample_weight_request(self, "fit", kwargs)
-        return super().set_fit_request(**kwargs)
-
-    def set_partial_fit_request(self, **kwargs):
-        """Refuse ``sample_weight``, as ``set_fit_request`` does (``partial_fit`` takes none).
-
-        Parameters
-        ----------
-        **kwargs : dict
-            Metadata names and whether ``partial_fit`` requests them, as in scikit-learn.
-
-        Returns
-        -------
-        self : estimator
-        """
-        _refuse_sample_weight_request(self, "partial_fit", kwargs)
-        return super().set_partial_fit_request(**kwargs)
 
     # -- saving, loading, pickling -------------------------------------------------
 
@@ -797,16 +762,3 @@ def _non_finite(net, y_pred, X):
             f"(inf or NaN) of {y_pred.size}: the model's outputs overflow float32 on this "
             f"X{largest}. Scale X as the training data was scaled, or refit on data of this "
             "range.")
-
-
-def _refuse_sample_weight_request(net, method, requests):
-    # the training methods refuse sample_weight: requesting it would only fail later,
-    # inside a search
-    if requests.get("sample_weight") not in (None, False):
-        raise TypeError(
-            f"{type(net).__name__}.{method} does not support sample_weight (every "
-            "sequence is weighted equally), so it cannot be requested: "
-            f"set_{method}_request(sample_weight=True) would route weights that {method} "
-            "refuses. To weight sequences, repeat or resample them; "
-            "score(X, y, sample_weight=...) does take weights "
-            "(set_score_request(sample_weight=True)).")
