@@ -14,7 +14,7 @@ optimiser), four things are timed side by side, in a rotating order:
 The fixed cost of a call is what a fit of one batch costs beyond the hand
 loop's (ms); the per-step cost is ``(K steps - 1 step) / (K - 1)`` for each,
 and its ratio fit / hand loop is skorch's per-batch bookkeeping (``notify``,
-history, callbacks). ``--headline`` instead times the issue's measurement:
+history, callbacks). ``--headline`` instead times the headline measurement:
 the FCN and the paper's model at 20,000 sequences, T = 20, d = 8, width 256
 (pe_dim 64), 3 epochs, batch 256, SGD, 2 torch threads, median of 3
 interleaved repeats (fit / hand loop; targets 1.10 and 1.05).

@@ -659,15 +659,10 @@ def test_parameter_kinds_accept_and_refuse(make_kind, accepted, refused):
 def test_invalid_parameter_error_is_a_value_and_a_type_error():
     assert issubclass(InvalidParameterError, ValueError)
     assert issubclass(InvalidParameterError, TypeError)
-    assert SparseTokenTransformer._parameter_rules is _rules.TRANSFORMER
-    assert SparseTokenFCN._parameter_rules is _rules.FCN
-    assert SparseTokenEncoder._parameter_rules is _rules.ENCODER
-    assert SparseTokenRNN._parameter_rules is _rules.RNN
     with pytest.raises(InvalidParameterError, match=r"^The 'x' parameter of f must be a str "
                                                     r"among \{'a'\}\. Got 'b' instead\.$"):
         _rules.validate({"x": [_rules.OneOf("a")]}, {"x": "b"}, "f")
     _rules.validate({"x": [_rules.OneOf("a")]}, {"y": "b"}, "f")  # no rule, not checked
-    assert SparseTokenSSM._parameter_rules is _rules.SSM
 
 
 # -- no fit returns without having trained ----------------------------------------

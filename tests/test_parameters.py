@@ -1,6 +1,6 @@
 """Parameters of a fitted estimator: sizes, and what set_params does to the fit.
 
-Every parameter is in exactly one group (``estimators._rules.GROUPS``), pinned here:
+Every parameter is in exactly one group (``estimators._rules.group_of``), pinned here:
 structural ones make a fitted estimator read as unfitted until it is refit
 (or the value is set back), applied ones reach the fitted module at its next
 use, settings keep the fit. None of them zeroes the weights.
@@ -88,7 +88,7 @@ def test_every_parameter_is_in_exactly_one_group(name, fitted_models):
         for param in est.get_params(deep=True):
             if param.startswith("_"):
                 continue  # skorch's own bookkeeping, which its get_params lists
-            group = _rules.group_of(param)  # KeyError: a parameter no rule covers
+            group = _rules.group_of(param, est)  # KeyError: a parameter no rule covers
             if param in expected:
                 assert group == expected[param], param
             else:  # a routed prefix__name parameter goes with its prefix
@@ -98,7 +98,7 @@ def test_every_parameter_is_in_exactly_one_group(name, fitted_models):
         plain = {p for p in est.get_params(deep=False) if not p.startswith("_")} - set(routed)
         assert plain <= set(expected), plain - set(expected)
     with pytest.raises(KeyError):
-        _rules.group_of("a_new_parameter")
+        _rules.group_of("a_new_parameter", unfitted)
 
 
 # -- structural parameters -------------------------------------------------------------

@@ -5,8 +5,9 @@ A new estimator subclasses ``_SparseTokenRegressor`` and declares only
 - its module: the ``module`` default of its ``__init__`` (a torch module class);
 - its parameters: keyword arguments of ``__init__``, stored under their names
   (skorch's and scikit-learn's convention), passed on to ``super().__init__``;
-- their rules: ``_parameter_rules`` (from ``_rules``), and their group in
-  ``_rules.GROUPS`` (what a change does to a fitted estimator);
+- their rules: ``_parameter_rules``, the base class's and its own (the kinds
+  and the fixes are in ``_rules``); what a change does to a fitted estimator
+  follows from the declarations below (``_rules.group_of``);
 - what the module is built with: ``_module_params`` (parameter names) and
   ``_module_kwargs`` for the fitted sizes; ``_sizes``, the sizes ``initialize()``
   needs without data;
@@ -49,7 +50,7 @@ from ..callbacks import (
     ValidationSplitCheck,
 )
 from ..exceptions import NonFinitePredictionWarning
-from . import _checks, _persistence, _state
+from . import _checks, _persistence, _rules, _state
 
 #: Held while a module is built from the seeded global RNG (``initialize_module``).
 #: torch has one default generator per process: two threads building modules at
@@ -84,7 +85,10 @@ def pad_to_block(x, block):
 class _SparseTokenRegressor(NeuralNetRegressor):
     """What every estimator shares; subclasses say which module to build."""
 
-    #: constructor parameters forwarded to the module
+    #: what each constructor parameter accepts (as scikit-learn's
+    #: ``_parameter_constraints``); a subclass adds its own to these
+    _parameter_rules = {**_rules.SKORCH, **_rules.COMMON}
+    #: constructor parameters forwarded to the module (structural, ``_rules.group_of``)
     _module_params = ()
     #: applied parameters that are attributes of the module (set on the fitted one)
     _module_attributes = ()

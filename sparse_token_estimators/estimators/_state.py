@@ -1,7 +1,7 @@
 """What a fitted module was built with, what a change of parameter does to it, and undo.
 
 Plain functions of the estimator (``net``). The parameters a module was built with
-are recorded (``record_build``) and compared with the current ones (``_rules.GROUPS``
+are recorded (``record_build``) and compared with the current ones (``_rules.group_of``
 says which matter): a changed structural parameter makes the estimator read as
 unfitted until it is refit or the value is set back; an applied one
 (``n_pe_draws``, ``device``, ``compile``) is applied to the fitted module
@@ -38,7 +38,7 @@ def _same(a, b):
 def structure(net):
     """The structural parameters of ``net`` as they are now."""
     return {name: value for name, value in net.get_params(deep=False).items()
-            if _rules.is_structural(name)}
+            if _rules.is_structural(name, net)}
 
 
 def _components(net):
@@ -108,8 +108,8 @@ def applicable(net):
     """Whether the applied parameters pass their rules (a bad one waits for fit or predict)."""
     try:
         _rules.validate(net._parameter_rules,
-                        {name: getattr(net, name) for name, group in _rules.GROUPS.items()
-                         if group == "applied" and name in net.__dict__},
+                        {name: getattr(net, name) for name in net._parameter_rules
+                         if _rules.group_of(name, net) == "applied" and name in net.__dict__},
                         type(net).__name__)
         resolve_device(net.__dict__["device"])
     except (ValueError, TypeError):
