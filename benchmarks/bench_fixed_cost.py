@@ -23,6 +23,8 @@ interleaved repeats (fit / hand loop; targets 1.10 and 1.05).
     python benchmarks/bench_fixed_cost.py --headline --threads 2 --repeats 3
 """
 
+import functools
+
 import numpy as np
 import torch
 from sklearn.utils import check_random_state
@@ -56,6 +58,10 @@ def estimator(model, epochs, optimizer, **params):
     cls, own = MODELS[model]
     return cls(**own, max_epochs=epochs, batch_size=BATCH, optimizer=optimizer,
                random_state=0, device="cpu", **params)
+
+
+def fit(model, epochs, optimizer, X, y):
+    return estimator(model, epochs, optimizer).fit(X, y)
 
 
 def hand_build(model, optimizer):
@@ -96,23 +102,26 @@ def hand_loop(model, X, y, epochs, optimizer):
     return module
 
 
+def step_cases(model, optimizer, X, y):
+    """Build alone, a fit of one batch and a fit of every batch, for fit and hand loop."""
+    sizes = {"token_dim": TOKEN_DIM, **({"seq_len": SEQ_LEN} if model == "fcn" else {})}
+    one = (X[:BATCH], y[:BATCH])
+    return {
+        "fit build": lambda: estimator(model, 1, optimizer, **sizes).initialize(),
+        "hand build": lambda: hand_build(model, optimizer),
+        "fit 1": lambda: estimator(model, 1, optimizer).fit(*one),
+        "hand 1": lambda: hand_loop(model, *one, 1, optimizer),
+        "fit K": lambda: estimator(model, 1, optimizer).fit(X, y),
+        "hand K": lambda: hand_loop(model, X, y, 1, optimizer),
+    }
+
+
 def fixed_cost_rows(models, steps, optimizer, repeats, clock):
     X, y = make_sparse_selection(steps * BATCH, SEQ_LEN, TOKEN_DIM, N_SELECTED,
                                  random_state=0)
-    one = (X[:BATCH], y[:BATCH])
     rows = []
     for model in models:
-        cases = {
-            "fit build": lambda: estimator(model, 1, optimizer, token_dim=TOKEN_DIM,
-                                           seq_len=SEQ_LEN).initialize()
-            if model == "fcn" else estimator(model, 1, optimizer,
-                                             token_dim=TOKEN_DIM).initialize(),
-            "hand build": lambda: hand_build(model, optimizer),
-            "fit 1": lambda: estimator(model, 1, optimizer).fit(*one),
-            "hand 1": lambda: hand_loop(model, *one, 1, optimizer),
-            "fit K": lambda: estimator(model, 1, optimizer).fit(X, y),
-            "hand K": lambda: hand_loop(model, X, y, 1, optimizer),
-        }
+        cases = step_cases(model, optimizer, X, y)
         times = common.compare(cases, repeats=repeats)
         ms = {case: 1000 * common.median(times, case, clock) for case in cases}
         step_fit = (ms["fit K"] - ms["fit 1"]) / (steps - 1)
@@ -135,8 +144,8 @@ def headline_rows(optimizer, repeats, n_samples=20000, epochs=3):
     rows = []
     for model, target in (("fcn", 1.10), ("paper's model", 1.05)):
         times = common.compare({
-            "fit": lambda: estimator(model, epochs, optimizer).fit(X, y),
-            "hand loop": lambda: hand_loop(model, X, y, epochs, optimizer),
+            "fit": functools.partial(fit, model, epochs, optimizer, X, y),
+            "hand loop": functools.partial(hand_loop, model, X, y, epochs, optimizer),
         }, repeats=repeats)
         rows.append({"model": model, "fit s": common.median(times, "fit"),
                      "hand loop s": common.median(times, "hand loop"),

@@ -187,7 +187,7 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         # the sizes come from the parameters (braindecode's route), not from data
         _checks.check_params(self)
         sizes = self._sizes_from_params()
-        with _state.Transaction(self), self.device_scope():
+        with _state.Transaction(self, in_place=False), self.device_scope():  # all built anew
             self._build(sizes)
             self.module_.eval()  # so that predict writes nothing, not even the mode
         return self
