@@ -33,6 +33,7 @@ def resolve_device(device):
 
 
 _scopes = threading.local()
+_UNRESOLVED = object()
 
 
 class ResolvedDevice:
@@ -52,12 +53,15 @@ class ResolvedDevice:
         if obj is None:
             return self
         requested = obj.__dict__["device"]
-        if id(obj) not in getattr(_scopes, "active", {}):
+        scope = getattr(_scopes, "active", {}).get(id(obj))
+        if scope is None:
             return requested
-        try:
-            return resolve_device(requested)
-        except ValueError:
-            return requested
+        if scope[1] != requested:  # resolved once per scope and value: skorch reads it per batch
+            try:
+                scope[1:] = [requested, resolve_device(requested)]
+            except ValueError:
+                return requested
+        return scope[2]
 
     def __set__(self, obj, value):
         obj.__dict__["device"] = value
@@ -67,12 +71,13 @@ class ResolvedDevice:
 def resolved_device(obj):
     """Within the block, in this thread, ``obj.device`` reads resolved (re-entrant)."""
     active = _scopes.__dict__.setdefault("active", {})
-    active[id(obj)] = active.get(id(obj), 0) + 1
+    scope = active.setdefault(id(obj), [0, _UNRESOLVED, None])  # depth, requested, resolved
+    scope[0] += 1
     try:
         yield
     finally:
-        active[id(obj)] -= 1
-        if not active[id(obj)]:
+        scope[0] -= 1
+        if not scope[0]:
             del active[id(obj)]
 
 

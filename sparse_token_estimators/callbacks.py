@@ -397,7 +397,9 @@ class DivergenceCheck(Callback):
         return self
 
     def on_batch_end(self, net, batch=None, training=False, **kwargs):
-        if training and not math.isfinite(loss := net.history[-1, "batches", -1, "train_loss"]):
+        # plain indexing: History's (epoch, "batches", ...) keys cost more than the step's
+        # bookkeeping on a small model
+        if training and not math.isfinite(loss := net.history[-1]["batches"][-1]["train_loss"]):
             self._diverged(net, f"the training loss became {loss}")
 
     def on_epoch_end(self, net, **kwargs):

@@ -661,15 +661,10 @@ def test_parameter_kinds_accept_and_refuse(make_kind, accepted, refused):
 def test_invalid_parameter_error_is_a_value_and_a_type_error():
     assert issubclass(InvalidParameterError, ValueError)
     assert issubclass(InvalidParameterError, TypeError)
-    assert SparseTokenTransformer._parameter_rules is _rules.TRANSFORMER
-    assert SparseTokenFCN._parameter_rules is _rules.FCN
-    assert SparseTokenEncoder._parameter_rules is _rules.ENCODER
-    assert SparseTokenRNN._parameter_rules is _rules.RNN
     with pytest.raises(InvalidParameterError, match=r"^The 'x' parameter of f must be a str "
                                                     r"among \{'a'\}\. Got 'b' instead\.$"):
         _rules.validate({"x": [_rules.OneOf("a")]}, {"x": "b"}, "f")
     _rules.validate({"x": [_rules.OneOf("a")]}, {"y": "b"}, "f")  # no rule, not checked
-    assert SparseTokenSSM._parameter_rules is _rules.SSM
 
 
 # -- no fit returns without having trained ----------------------------------------
@@ -849,7 +844,7 @@ def test_a_new_optimizer_and_its_values_can_be_set_together_on_a_fitted_estimato
     assert est.optimizer_.param_groups[0]["momentum"] == 0.9
 
 
-# -- the layout named, sample_weight refused where it is requested ----------------------
+# -- the layout named ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", EACH_KIND)
@@ -864,18 +859,3 @@ def test_query_layout_X_in_an_indicator_estimator_says_to_pass_the_layout(name):
     make_estimator(name, layout="query", max_epochs=1).fit(X, y)  # the fix works
 
 
-@pytest.mark.parametrize("method", ["fit", "partial_fit"])
-@pytest.mark.parametrize("request_value", [True, "weights"])
-def test_set_fit_request_refuses_sample_weight(request_value, method):
-    import sklearn
-
-    est = make_estimator("fcn")
-    setter = getattr(est, f"set_{method}_request")
-    with sklearn.config_context(enable_metadata_routing=True):
-        before = str(est.get_metadata_routing())
-        with pytest.raises(TypeError, match=rf"SparseTokenFCN\.{method} does not support "
-                                            r"sample_weight.*cannot be requested.*repeat"):
-            setter(sample_weight=request_value)
-        assert str(est.get_metadata_routing()) == before  # nothing changed
-        assert setter(sample_weight=False) is est
-        assert est.set_score_request(sample_weight=True) is est  # score takes weights

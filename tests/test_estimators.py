@@ -404,10 +404,6 @@ def test_unknown_device_raises(tiny_task):
         SparseTokenFCN(hidden_width=8, max_epochs=1, device="gpu").fit(*tiny_task)
 
 
-def test_regressors_have_no_predict_proba(fitted):
-    assert not hasattr(fitted, "predict_proba")
-
-
 def test_initialize_without_data_explains(make_estimator):
     est = make_estimator()
     missing = "seq_len and token_dim are" if isinstance(est, SparseTokenFCN) else "token_dim is"
@@ -812,7 +808,7 @@ def test_a_subclass_declares_only_its_module_parameters_sizes_and_lengths(tiny_t
     from sparse_token_estimators.estimators._base import _SparseTokenRegressor
 
     class SelectedMean(_SparseTokenRegressor):
-        _parameter_rules = {**_params.SKORCH, **_params.COMMON, "bias": [_params.BOOLEAN]}
+        _parameter_rules = {**_SparseTokenRegressor._parameter_rules, "bias": [_params.BOOLEAN]}
         _module_params = ("bias",)
 
         def __init__(self, module=_SelectedMean, *, token_dim=None, bias=True,
@@ -831,6 +827,9 @@ def test_a_subclass_declares_only_its_module_parameters_sizes_and_lengths(tiny_t
     assert SelectedMean(token_dim=4).initialize().module_.map.in_features == 4
     with pytest.raises(ValueError, match="The 'bias' parameter of SelectedMean"):
         SelectedMean(bias="yes").fit(X, y)
+    # a module parameter is structural without being listed anywhere else
+    with pytest.raises(NotFittedError, match=r"bias True -> False"):
+        est.set_params(bias=False).predict(X)
 
 
 def test_every_catalogue_estimator_fits_and_predicts(catalogue_name, fitted_catalogue,

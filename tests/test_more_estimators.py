@@ -61,7 +61,7 @@ GROUPS = {"d_model": "structural", "n_heads": "structural", "n_layers": "structu
     ("rnn", "hidden_size", 4), ("rnn", "n_layers", 2), ("ssm", "d_model", 4),
     ("ssm", "d_state", 8), ("ssm", "n_layers", 2)])
 def test_a_structural_change_unfits_until_set_back(est_name, param, value):
-    assert _rules.group_of(param) == GROUPS[param]
+    assert _rules.group_of(param, make_estimator(est_name)) == GROUPS[param]
     X_OK, Y_OK = TASK
     est = make_estimator(est_name).fit(X_OK, Y_OK)
     before, good = est.predict(X_OK), est.get_params()[param]
@@ -132,7 +132,7 @@ def test_a_new_process_rebuilds_each_model_from_parameters_and_weights(tmp_path)
                                err_msg=f"{job['name']} at {length}")
 
 
-# Weights name the structural parameters that made them (``estimators._rules.GROUPS``):
+# Weights name the structural parameters that made them (``estimators._rules.group_of``):
 # (estimator, saved with, loaded into, the differences the refusal names)
 MISMATCHES = {
     "encoder-d_model": (SparseTokenEncoder, dict(d_model=8), dict(d_model=16),

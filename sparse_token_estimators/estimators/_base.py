@@ -5,8 +5,9 @@ A new estimator subclasses ``_SparseTokenRegressor`` and declares only
 - its module: the ``module`` default of its ``__init__`` (a torch module class);
 - its parameters: keyword arguments of ``__init__``, stored under their names
   (skorch's and scikit-learn's convention), passed on to ``super().__init__``;
-- their rules: ``_parameter_rules`` (from ``_rules``), and their group in
-  ``_rules.GROUPS`` (what a change does to a fitted estimator);
+- their rules: ``_parameter_rules``, the base class's and its own (the kinds
+  and the fixes are in ``_rules``); what a change does to a fitted estimator
+  follows from the declarations below (``_rules.group_of``);
 - what the module is built with: ``_module_params`` (parameter names) and
   ``_module_kwargs`` for the fitted sizes; ``_sizes``, the sizes ``initialize()``
   needs without data;
@@ -53,7 +54,7 @@ from ..callbacks import (
     ValidationSplitCheck,
 )
 from ..exceptions import NonFinitePredictionWarning
-from . import _checks, _lock, _persistence, _state
+from . import _checks, _lock, _persistence, _rules, _state
 
 #: Held while a module is built from the seeded global RNG (``initialize_module``).
 #: torch has one default generator per process: two threads building modules at
@@ -88,7 +89,10 @@ def pad_to_block(x, block):
 class _SparseTokenRegressor(CallbackMixin, NeuralNetRegressor):
     """What every estimator shares; subclasses say which module to build."""
 
-    #: constructor parameters forwarded to the module
+    #: what each constructor parameter accepts (as scikit-learn's
+    #: ``_parameter_constraints``); a subclass adds its own to these
+    _parameter_rules = {**_rules.SKORCH, **_rules.COMMON}
+    #: constructor parameters forwarded to the module (structural, ``_rules.group_of``)
     _module_params = ()
     #: applied parameters that are attributes of the module (set on the fitted one)
     _module_attributes = ()
@@ -140,10 +144,6 @@ class _SparseTokenRegressor(CallbackMixin, NeuralNetRegressor):
         tags.target_tags.multi_output = True
         tags.target_tags.single_output = False
         return tags
-
-    def __sklearn_is_fitted__(self):
-        # skorch: fitted once a module exists; here also built with the current parameters
-        return super().__sklearn_is_fitted__() and not _state.structure_changes(self)
 
     # scikit-learn's printer, in pipelines and searches too (skorch's lists the module)
     __repr__ = BaseEstimator.__repr__
@@ -197,7 +197,7 @@ class _SparseTokenRegressor(CallbackMixin, NeuralNetRegressor):
         # the sizes come from the parameters (braindecode's route), not from data
         _checks.check_params(self)
         sizes = self._sizes_from_params()
-        with _state.Transaction(self), self.device_scope():
+        with _state.Transaction(self, in_place=False), self.device_scope():  # all built anew
             self._build(sizes)
             self.module_.eval()  # so that predict writes nothing, not even the mode
         return self
@@ -401,13 +401,14 @@ class _SparseTokenRegressor(CallbackMixin, NeuralNetRegressor):
         # checks and sizes first, and the undo of a failed call
         return self._train(X, y, True, "partial_fit", fit_params)
 
-    def _prepare_training(self, X, y, warm, routing_method, fit_params):
+    def _prepare_training(self, X, y, warm, routing_method, fit_params, transaction=None):
         """Everything ``fit`` does before skorch's training loop; returns the checked data.
 
         Checks the parameters, fit keywords and data; then builds the module
         (sizes from the data, seeded: ``_seeds_``, ``torch_rng_``) or, when
         ``warm`` and the fitted module matches, applies the changed settings to
-        it. Call it inside ``_state.Transaction(self)`` (a failed call then changes nothing).
+        it. Call it inside ``_state.Transaction(self)`` (a failed call then changes
+        nothing); one made with ``in_place=False`` is told here when training continues.
         """
         _checks.check_params(self)
         _checks.check_fit_params(self, fit_params, routing_method)
@@ -415,6 +416,8 @@ class _SparseTokenRegressor(CallbackMixin, NeuralNetRegressor):
         X, y, sizes = _checks.check_training_data(self, X, y, continues=continues)
         with self.device_scope():
             if continues:
+                if transaction is not None:
+                    transaction.keep_in_place()  # a fresh fit builds anew: nothing to copy
                 _state.apply_to_fitted(self)
                 _state.rebuild_changed_components(self)
                 if self.seq_len_ is None:  # built without data: the first length trained on
@@ -425,8 +428,9 @@ class _SparseTokenRegressor(CallbackMixin, NeuralNetRegressor):
 
     @reports_fit  # a task of scikit-learn's callbacks, each epoch a sub-task
     def _train(self, X, y, warm, routing_method, fit_params):
-        with training_lock(self), _state.Transaction(self) as transaction:
-            X, y, continues = self._prepare_training(X, y, warm, routing_method, fit_params)
+        with training_lock(self), _state.Transaction(self, in_place=False) as transaction:
+            X, y, continues = self._prepare_training(X, y, warm, routing_method, fit_params,
+                                                     transaction)
             first = len(self.history) if continues else 0  # a fresh fit starts a new history
             try:
                 with _persistence.fitting(), self.device_scope():
@@ -561,8 +565,8 @@ class _SparseTokenRegressor(CallbackMixin, NeuralNetRegressor):
 
     def _predict_checked(self, X):
         with self.device_scope():
-            # skorch's prediction loop (this class hides predict_proba itself)
-            return NeuralNet.predict_proba(self, X).astype(np.float64)
+            # skorch's prediction loop, cast to the float64 regressors return
+            return self.predict_proba(X).astype(np.float64)
 
     def infer(self, x, **fit_params):
         """The module's forward on a batch; at prediction, in blocks of a fixed size.
@@ -605,11 +609,6 @@ class _SparseTokenRegressor(CallbackMixin, NeuralNetRegressor):
         # about what a batch of 64 short ones does; it depends on the length only
         return max(1, min(self._predict_block, _BLOCK_POSITIONS // seq_len))
 
-    @property
-    def predict_proba(self):
-        # skorch defines predict_proba on every net; a regressor has none
-        raise AttributeError(f"{type(self).__name__} is a regressor: use predict.")
-
     def score(self, X, y, sample_weight=None):
         """R^2 of ``predict(X)`` against ``y``, averaged over the token_dim outputs.
 
@@ -636,36 +635,6 @@ class _SparseTokenRegressor(CallbackMixin, NeuralNetRegressor):
         if problem:
             raise ValueError(f"{problem} No R^2 can be computed.")
         return r2_score(y, y_pred, sample_weight=sample_weight)
-
-    def set_fit_request(self, **kwargs):
-        """Refuse ``sample_weight``: ``fit`` does not take it (scikit-learn's routing).
-
-        Parameters
-        ----------
-        **kwargs : dict
-            Metadata names and whether ``fit`` requests them, as in scikit-learn.
-
-        Returns
-        -------
-        self : estimator
-        """
-        _refuse_sample_weight_request(self, "fit", kwargs)
-        return super().set_fit_request(**kwargs)
-
-    def set_partial_fit_request(self, **kwargs):
-        """Refuse ``sample_weight``, as ``set_fit_request`` does (``partial_fit`` takes none).
-
-        Parameters
-        ----------
-        **kwargs : dict
-            Metadata names and whether ``partial_fit`` requests them, as in scikit-learn.
-
-        Returns
-        -------
-        self : estimator
-        """
-        _refuse_sample_weight_request(self, "partial_fit", kwargs)
-        return super().set_partial_fit_request(**kwargs)
 
     # -- saving, loading, pickling -------------------------------------------------
 
@@ -819,16 +788,3 @@ def _non_finite(net, y_pred, X):
             f"(inf or NaN) of {y_pred.size}: the model's outputs overflow float32 on this "
             f"X{largest}. Scale X as the training data was scaled, or refit on data of this "
             "range.")
-
-
-def _refuse_sample_weight_request(net, method, requests):
-    # the training methods refuse sample_weight: requesting it would only fail later,
-    # inside a search
-    if requests.get("sample_weight") not in (None, False):
-        raise TypeError(
-            f"{type(net).__name__}.{method} does not support sample_weight (every "
-            "sequence is weighted equally), so it cannot be requested: "
-            f"set_{method}_request(sample_weight=True) would route weights that {method} "
-            "refuses. To weight sequences, repeat or resample them; "
-            "score(X, y, sample_weight=...) does take weights "
-            "(set_score_request(sample_weight=True)).")

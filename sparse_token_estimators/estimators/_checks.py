@@ -6,6 +6,7 @@ start of ``fit``, ``partial_fit``, ``initialize`` and ``predict``; the rules of
 the parameters are in ``_rules``, the data contract in ``.._layout``.
 """
 
+import functools
 import inspect
 
 import numpy as np
@@ -52,8 +53,7 @@ def check_params(net, names=None):
 
 def check_routed_names(net):
     """skorch's check of argument names (typos, a missing ``__``), before anything is built."""
-    known = {name for cls in type(net).__mro__ if "__init__" in vars(cls) and cls is not object
-             for name in inspect.signature(vars(cls)["__init__"]).parameters}
+    known = _init_parameters(type(net))
     prefixes = sorted({*net.prefixes_, *_COMPONENTS}, key=lambda s: (-len(s), s))
     unexpected, missing_dunder = [], []
     for key in sorted(net.get_params(deep=False)):
@@ -76,6 +76,14 @@ def check_routed_names(net):
         raise ValueError("\n".join(messages))
 
 
+@functools.lru_cache(maxsize=None)
+def _init_parameters(cls):
+    """The names every ``__init__`` of ``cls``'s classes takes (read once per class)."""
+    return frozenset(name for klass in cls.__mro__
+                     if "__init__" in vars(klass) and klass is not object
+                     for name in inspect.signature(vars(klass)["__init__"]).parameters)
+
+
 def check_module_kwargs(net):
     """Refuse ``module__<name>`` values the module does not take or that contradict a size.
 
@@ -88,7 +96,7 @@ def check_module_kwargs(net):
         return
     for name, value in routed.items():
         own = getattr(net, name, None) if name in net._module_params else None
-        if name in net._module_params and not _same(value, own):
+        if name in net._module_params and not _state._same(value, own):
             raise ValueError(
                 f"module__{name}={value!r} contradicts {name}={own!r}: the estimator builds "
                 f"its module with {name} from its own parameter. Set {name}={value!r} "
@@ -119,16 +127,6 @@ def check_module_kwargs(net):
             f"{', '.join(f'module__{name}' for name in unknown)}, or pass a module class "
             "that takes it. Nothing was built or changed."
         )
-
-
-def _same(a, b):
-    """``a == b`` for parameter values of any kind (arrays, classes, objects)."""
-    if a is b:
-        return True
-    try:
-        return bool(a == b)
-    except Exception:  # an array's elementwise ==, or a type that refuses ==
-        return False
 
 
 def check_fit_params(net, fit_params, method):
@@ -394,13 +392,13 @@ def check_components(net, overrides=None, *, iterators=False):
     optimizer_class = overrides.get("optimizer", net.optimizer)
     kwargs = _routed(net, "criterion", overrides)
     try:
-        criterion = criterion_class(**kwargs)
-        if getattr(criterion_class, "__module__", "").startswith("torch.nn"):
-            # torch's losses check ``reduction`` only when called
-            criterion(torch.zeros(2, 1), torch.zeros(2, 1))
+        if kwargs:  # without routed values a failure is the fit's to report
+            criterion = criterion_class(**kwargs)
+            if getattr(criterion_class, "__module__", "").startswith("torch.nn"):
+                # torch's losses check ``reduction`` only when called
+                criterion(torch.zeros(2, 1), torch.zeros(2, 1))
     except (TypeError, ValueError, RuntimeError) as exc:
-        if kwargs:
-            raise _refused("criterion", kwargs, criterion_class, exc) from None
+        raise _refused("criterion", kwargs, criterion_class, exc) from None
     kwargs = _routed(net, "optimizer", overrides)
     kwargs.pop("param_groups", None)  # skorch's, not the optimizer's
     try:
@@ -419,11 +417,12 @@ def check_components(net, overrides=None, *, iterators=False):
     scratch = TensorDataset(torch.zeros(2, 1), torch.zeros(2, 1))
     for prefix in ("iterator_train", "iterator_valid"):
         kwargs = _routed(net, prefix, overrides)
+        if not kwargs:
+            continue
         iterator = getattr(net, prefix)
         try:
             built = iterator(scratch, **{"batch_size": 1, **kwargs})
             if isinstance(built, TensorBatches) and built.loader_kwargs:
                 DataLoader(scratch, **built.loader_kwargs)  # what it hands them to
         except (TypeError, ValueError, RuntimeError) as exc:
-            if kwargs:
-                raise _refused(prefix, kwargs, iterator, exc) from None
+            raise _refused(prefix, kwargs, iterator, exc) from None

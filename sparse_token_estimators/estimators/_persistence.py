@@ -1,8 +1,8 @@
 """Saving and loading: weights that say what made them, all-or-nothing loads, atomic writes.
 
 - **Metadata.** A weights file (``f_params``) records the estimator class, the
-  parameters that shape its module (every *structural* parameter of
-  ``_rules.GROUPS``, with the sizes the module was built with) and the
+  parameters that shape its module (every *structural* parameter,
+  ``_rules.group_of``, with the sizes the module was built with) and the
   format version: in a torch file under ``METADATA_KEY`` in the state_dict's
   own metadata (``state_dict._metadata[""]``, where torch keeps each module's
   version, so the file is still a plain state_dict), in a safetensors file in
@@ -92,7 +92,7 @@ def weights_metadata(net):
     params = net.get_params(deep=False)
     checked = {}
     for name, value in params.items():
-        if not _rules.is_structural(name):
+        if not _rules.is_structural(name, net):
             continue
         if name == "n_selected" and params.get("layout") != "query":
             continue  # shapes nothing in the indicator layout

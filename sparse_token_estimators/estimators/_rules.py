@@ -1,13 +1,13 @@
 """The rules of every constructor parameter: what each accepts, the fix, what a change does.
 
-Two things are known here and nowhere else:
-
-- **What a parameter accepts** (``TRANSFORMER``, ``FCN``, ``ENCODER``, ``RNN``,
-  ``SSM``): a
-  list of kinds per parameter (``Count(1)``, ``NONE``, ``OneOf("a", "b")``, ...),
-  checked by :func:`validate` with scikit-learn's wording ("The 'batch_size'
-  parameter of SparseTokenFCN must be ... Got 0 instead.") and the fix from ``HINTS``.
-- **What changing a parameter does to a fitted estimator** (``GROUPS``):
+- **What a parameter accepts**: the kinds (``Count(1)``, ``NONE``, ``OneOf("a",
+  "b")``, ...) that an estimator class lists per parameter in ``_parameter_rules``
+  (as scikit-learn's ``_parameter_constraints``; ``SKORCH`` and ``COMMON`` are
+  every estimator's), checked by :func:`validate` with scikit-learn's wording
+  ("The 'batch_size' parameter of SparseTokenFCN must be ... Got 0 instead.")
+  and the fix from ``HINTS``, the one place a parameter's fix is written.
+- **What changing a parameter does to a fitted estimator** (:func:`group_of`,
+  derived from what the class declares):
   "structural" parameters make the fitted module no longer match (the estimator
   reads as unfitted until it is refit, or the value is set back); "applied" ones
   are applied to the fitted module at its next use; "settings" are read where they
@@ -20,9 +20,7 @@ import numpy as np
 import torch
 from skorch.callbacks import Callback
 
-from ..architectures import CELLS, ENCODER_ENCODINGS
 from ..exceptions import InvalidParameterError
-from ..positional import ENCODINGS
 
 
 class Kind:
@@ -120,45 +118,6 @@ COMMON = {
     "layout": [OneOf("indicator", "query")],
     "n_selected": [NONE, Count(1)],
     "lr_schedule": [OneOf("constant", "cosine")],
-}
-
-TRANSFORMER = {
-    **SKORCH, **COMMON,
-    "pe_dim": POSITIVE,
-    "positional_encoding": [OneOf(*ENCODINGS)],
-    "max_seq_len": POSITIVE,
-    "n_pe_draws": POSITIVE,
-    "output_map": [BOOLEAN],
-}
-
-FCN = {
-    **SKORCH, **COMMON,
-    "seq_len": [NONE, Count(1)],
-    "hidden_width": POSITIVE,
-    "n_hidden_layers": POSITIVE,
-}
-
-ENCODER = {
-    **SKORCH, **COMMON,
-    "d_model": POSITIVE,
-    "n_heads": POSITIVE,
-    "n_layers": [Count(0)],
-    "positional_encoding": [OneOf(*dict.fromkeys(ENCODER_ENCODINGS))],
-    "max_seq_len": POSITIVE,
-}
-
-RNN = {
-    **SKORCH, **COMMON,
-    "cell": [OneOf(*CELLS)],
-    "hidden_size": POSITIVE,
-    "n_layers": POSITIVE,
-}
-
-SSM = {
-    **SKORCH, **COMMON,
-    "d_model": POSITIVE,
-    "d_state": POSITIVE,
-    "n_layers": POSITIVE,
 }
 
 #: what prediction reads: checked by predict, score and predict_attention too
@@ -260,7 +219,7 @@ def validate(rules, params, caller_name):
     Examples
     --------
     >>> try:
-    ...     validate(FCN, {"batch_size": 0}, "SparseTokenFCN")
+    ...     validate(SKORCH, {"batch_size": 0}, "SparseTokenFCN")
     ... except ValueError as exc:
     ...     print(str(exc)[:64])
     The 'batch_size' parameter of SparseTokenFCN must be an int in t
@@ -280,19 +239,12 @@ def validate(rules, params, caller_name):
 
 # -- what a change does to a fitted estimator -------------------------------------
 
-#: plain name -> group; a name with "__" goes by its prefix (PREFIX_GROUPS)
-GROUPS = {
-    **dict.fromkeys(["module", "token_dim", "seq_len", "layout", "n_selected", "pe_dim",
-                     "positional_encoding", "max_seq_len", "output_map", "hidden_width",
-                     "n_hidden_layers", "d_model", "n_heads", "n_layers", "cell",
-                     "hidden_size", "d_state"], "structural"),
-    **dict.fromkeys(["n_pe_draws", "device", "compile"], "applied"),
-    **dict.fromkeys(["criterion", "optimizer", "lr", "max_epochs", "batch_size",
-                     "iterator_train", "iterator_valid", "dataset", "train_split",
-                     "callbacks", "predict_nonlinearity", "warm_start", "verbose",
-                     "use_caching", "torch_load_kwargs", "random_state", "lr_schedule"],
-                    "setting"),
-}
+#: the base class's parameters that are not settings; an estimator's own go by
+#: what it declares: its ``_sizes`` and ``_module_params`` are structural, its
+#: ``_module_attributes`` (module parameters set on a fitted module) applied
+BASE_GROUPS = {"module": "structural", "layout": "structural", "n_selected": "structural",
+               "device": "applied", "compile": "applied"}
+#: a routed ``prefix__name`` goes by its prefix
 PREFIX_GROUPS = {
     "module": "structural",
     "compile": "applied",
@@ -301,30 +253,41 @@ PREFIX_GROUPS = {
 }
 
 
-def group_of(name):
-    """The group of parameter ``name``: structural, applied or setting.
+def group_of(name, estimator):
+    """The group of parameter ``name`` of ``estimator`` (a class or an instance).
 
+    "structural", "applied" or "setting", derived from what the class declares
+    (``_sizes``, ``_module_params``, ``_module_attributes``, ``_parameter_rules``).
     Raises KeyError for a name no rule covers, so that a new parameter
     cannot go unclassified.
 
     Examples
     --------
-    >>> group_of("pe_dim"), group_of("n_pe_draws"), group_of("lr")
+    >>> from sparse_token_estimators import SparseTokenTransformer as Est
+    >>> group_of("pe_dim", Est), group_of("n_pe_draws", Est), group_of("lr", Est)
     ('structural', 'applied', 'setting')
-    >>> group_of("module__pe_dim"), group_of("callbacks__print_log__floatfmt")
+    >>> group_of("module__pe_dim", Est), group_of("callbacks__print_log__floatfmt", Est)
     ('structural', 'setting')
     """
     if "__" in name:
         return PREFIX_GROUPS[name.split("__", 1)[0]]
-    return GROUPS[name]
+    if name in estimator._module_attributes:
+        return "applied"
+    if name in estimator._sizes or name in estimator._module_params:
+        return "structural"
+    if name in BASE_GROUPS:
+        return BASE_GROUPS[name]
+    if name in estimator._parameter_rules:
+        return "setting"
+    raise KeyError(name)
 
 
-def is_structural(name):
-    """Whether changing ``name`` makes a fitted module no longer match.
+def is_structural(name, estimator):
+    """Whether changing ``name`` makes ``estimator``'s fitted module no longer match.
 
     Unlike ``group_of``, a name no rule covers is simply not structural.
     """
     try:
-        return group_of(name) == "structural"
+        return group_of(name, estimator) == "structural"
     except KeyError:
         return False

@@ -1,7 +1,7 @@
 """What a fitted module was built with, what a change of parameter does to it, and undo.
 
 Plain functions of the estimator (``net``). The parameters a module was built with
-are recorded (``record_build``) and compared with the current ones (``_rules.GROUPS``
+are recorded (``record_build``) and compared with the current ones (``_rules.group_of``
 says which matter): a changed structural parameter makes the estimator read as
 unfitted until it is refit or the value is set back; an applied one
 (``n_pe_draws``, ``device``, ``compile``) is applied to the fitted module
@@ -38,7 +38,7 @@ def _same(a, b):
 def structure(net):
     """The structural parameters of ``net`` as they are now."""
     return {name: value for name, value in net.get_params(deep=False).items()
-            if _rules.is_structural(name)}
+            if _rules.is_structural(name, net)}
 
 
 def _components(net):
@@ -108,8 +108,8 @@ def applicable(net):
     """Whether the applied parameters pass their rules (a bad one waits for fit or predict)."""
     try:
         _rules.validate(net._parameter_rules,
-                        {name: getattr(net, name) for name, group in _rules.GROUPS.items()
-                         if group == "applied" and name in net.__dict__},
+                        {name: getattr(net, name) for name in net._parameter_rules
+                         if _rules.group_of(name, net) == "applied" and name in net.__dict__},
                         type(net).__name__)
         resolve_device(net.__dict__["device"])
     except (ValueError, TypeError):
@@ -179,14 +179,28 @@ class Transaction:
     history and the training generator). ``txn.rollback()`` puts it back at
     once (the block then changes nothing more on exit); ``txn.commit()`` keeps
     what the block did even if it raises.
+
+    With ``in_place=False`` the block promises to build new components
+    rather than change the fitted ones (a fresh ``fit``): only the
+    ``__dict__`` and the history's epochs are kept, nothing is copied, until
+    ``keep_in_place()`` (training goes on after all) copies the rest.
     """
 
-    def __init__(self, net):
+    def __init__(self, net, *, in_place=True):
         self._net = net
         self._done = False
         self._state = {key: copy.copy(value) if isinstance(value, (dict, set)) else value
                        for key, value in net.__dict__.items()}
-        self._weights = []
+        history = net.__dict__.get("history_")
+        # skorch's initialize empties the history in place: its epochs are kept
+        self._epochs = None if history is None else list(history)
+        self._weights, self._history, self._rng = [], None, (None, None)
+        if in_place:
+            self.keep_in_place()
+
+    def keep_in_place(self):
+        """Also keep what training in place changes: the weights, history and generator."""
+        net = self._net
         for name in COMPONENTS:
             component = net.__dict__.get(name)
             if hasattr(component, "state_dict"):  # trained in place when training continues
@@ -217,7 +231,10 @@ class Transaction:
         net.__dict__.update(self._state)
         for component, component_state in self._weights:
             component.load_state_dict(component_state)
-        net.__dict__["history_"] = self._history
+        if self._history is not None:
+            net.__dict__["history_"] = self._history
+        elif self._epochs is not None:  # a new object: an error may carry the one trained
+            net.__dict__["history_"] = type(net.__dict__["history_"])(self._epochs)
         rng, rng_state = self._rng
         if rng is not None:
             rng.set_state(rng_state)

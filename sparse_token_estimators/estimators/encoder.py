@@ -4,14 +4,15 @@ import torch
 from skorch.dataset import unpack_data
 from skorch.utils import to_numpy, to_tensor
 
-from ..architectures import TransformerEncoder, check_encoder_sizes
+from ..architectures import ENCODER_ENCODINGS, TransformerEncoder, check_encoder_sizes
 from ..positional import ENCODINGS
-from . import _checks, _rules
+from . import _checks, _docs, _rules
 from ._base import _SparseTokenRegressor, training_lock
 
 __all__ = ["SparseTokenEncoder"]
 
 
+@_docs.compose
 class SparseTokenEncoder(_SparseTokenRegressor):
     """A standard transformer encoder for sparse token selection (beyond the paper).
 
@@ -58,34 +59,19 @@ class SparseTokenEncoder(_SparseTokenRegressor):
         a prediction depends on its own sequence only, whatever the batch.
     max_seq_len : int, default=256
         Positions of the table encodings; unused by the others.
-    layout : {"indicator", "query"}, default="indicator"
-        The layout of ``X`` (``make_sparse_selection(..., layout=...)``):
-        "indicator", the subset as a 0/1 last channel of the token rows;
-        "query", the subset as ``n_selected`` rows [0_d, i_j] of 1-based
-        positions after the tokens, so that content alone cannot select.
-        Structural: recorded in saved weights, which load only into an
-        estimator of the same layout.
+    {layout}
         In the query layout a query row [0_d, i_j] enters as a query flag with the
         position i_j: p_{i_j} added (absolute encodings), the angle of i_j (RoPE), or
         nothing ("none": symmetric in the token rows, it cannot select).
-    n_selected : int or None, default=None
-        Query layout only: the number q of query rows, which says where the
-        tokens end (T = rows - q). None: learned at a fresh ``fit`` from the
-        first sample (its rows with a nonzero last channel; every sample is
-        then checked against it), as ``token_dim`` is; given, ``initialize()``
-        builds the module without data. Unused in the indicator layout.
+    {n_selected}
     random_state : int, RandomState or None, default=None
         Seeds the initial weights, the training draws, the shuffling and the
         seed of the prediction draws: the same int gives the same fitted model.
     optimizer, lr, max_epochs, batch_size, train_split, verbose, **kwargs
         As in :class:`skorch.NeuralNetRegressor`; defaults Adam, lr=0.003,
         batch_size=256, 20 epochs.
-    device : str, default="auto"
-        "auto" (a GPU when present), "cpu", "cuda" or "cuda:N".
-    lr_schedule : {"constant", "cosine"}, default="constant"
-        Adam's rate throughout a fit: ``lr`` at every step, or ``lr`` decayed to
-        0 by a cosine over the fit's steps, stepped per batch
-        (:class:`~sparse_token_estimators.callbacks.CosineSchedule`).
+    {device}
+    {lr_schedule}
 
     Attributes
     ----------
@@ -121,7 +107,14 @@ class SparseTokenEncoder(_SparseTokenRegressor):
     (5, 4)
     """
 
-    _parameter_rules = _rules.ENCODER
+    _parameter_rules = {
+        **_SparseTokenRegressor._parameter_rules,
+        "d_model": _rules.POSITIVE,
+        "n_heads": _rules.POSITIVE,
+        "n_layers": [_rules.Count(0)],
+        "positional_encoding": [_rules.OneOf(*dict.fromkeys(ENCODER_ENCODINGS))],
+        "max_seq_len": _rules.POSITIVE,
+    }
     _module_params = ("d_model", "n_heads", "n_layers", "positional_encoding", "max_seq_len")
     _forward_args_supplied = ("noise",)
     _predict_block = 64

@@ -4,12 +4,13 @@ import torch
 
 from .. import _layout
 from ..modules import FullyConnectedNet
-from . import _rules
+from . import _docs, _rules
 from ._base import _SparseTokenRegressor
 
 __all__ = ["SparseTokenFCN"]
 
 
+@_docs.compose
 class SparseTokenFCN(_SparseTokenRegressor):
     """Fully-connected ReLU network for sparse token selection.
 
@@ -36,20 +37,9 @@ class SparseTokenFCN(_SparseTokenRegressor):
         Width m of every hidden layer.
     n_hidden_layers : int, default=1
         Number of hidden layers.
-    layout : {"indicator", "query"}, default="indicator"
-        The layout of ``X`` (``make_sparse_selection(..., layout=...)``):
-        "indicator", the subset as a 0/1 last channel of the token rows;
-        "query", the subset as ``n_selected`` rows [0_d, i_j] of 1-based
-        positions after the tokens, so that content alone cannot select.
-        Structural: recorded in saved weights, which load only into an
-        estimator of the same layout.
+    {layout}
         In the query layout the net sees the flattened (T + q)(d + 1) array.
-    n_selected : int or None, default=None
-        Query layout only: the number q of query rows, which says where the
-        tokens end (T = rows - q). None: learned at a fresh ``fit`` from the
-        first sample (its rows with a nonzero last channel; every sample is
-        then checked against it), as ``token_dim`` is; given, ``initialize()``
-        builds the module without data. Unused in the indicator layout.
+    {n_selected}
     random_state : int, RandomState or None, default=None
         Seeds the initial weights and the shuffling.
     optimizer, lr, max_epochs, batch_size, train_split, verbose, **kwargs
@@ -57,12 +47,8 @@ class SparseTokenFCN(_SparseTokenRegressor):
         lr=0.003, batch_size=256 and 30 epochs: within 30 epochs narrow nets
         get further with lr=0.003 than with 0.001, and a net near width T d
         is still improving at the end.
-    device : str, default="auto"
-        "auto" (a GPU when present), "cpu", "cuda" or "cuda:N".
-    lr_schedule : {"constant", "cosine"}, default="constant"
-        Adam's rate throughout a fit: ``lr`` at every step, or ``lr`` decayed to
-        0 by a cosine over the fit's steps, stepped per batch
-        (:class:`~sparse_token_estimators.callbacks.CosineSchedule`).
+    {device}
+    {lr_schedule}
 
     Attributes
     ----------
@@ -97,7 +83,12 @@ class SparseTokenFCN(_SparseTokenRegressor):
     (3, 4)
     """
 
-    _parameter_rules = _rules.FCN
+    _parameter_rules = {
+        **_SparseTokenRegressor._parameter_rules,
+        "seq_len": [_rules.NONE, _rules.Count(1)],
+        "hidden_width": _rules.POSITIVE,
+        "n_hidden_layers": _rules.POSITIVE,
+    }
     _module_params = ("hidden_width", "n_hidden_layers")
     _sizes = ("seq_len", "token_dim")
     _predict_block = 64

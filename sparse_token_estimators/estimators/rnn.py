@@ -2,13 +2,14 @@
 
 import torch
 
-from ..architectures import RecurrentNet
-from . import _rules
+from ..architectures import CELLS, RecurrentNet
+from . import _docs, _rules
 from ._base import _SparseTokenRegressor
 
 __all__ = ["SparseTokenRNN"]
 
 
+@_docs.compose
 class SparseTokenRNN(_SparseTokenRegressor):
     """A recurrent net for sparse token selection (beyond the paper).
 
@@ -35,31 +36,16 @@ class SparseTokenRNN(_SparseTokenRegressor):
         Width of the hidden state.
     n_layers : int, default=1
         Stacked recurrent layers.
-    layout : {"indicator", "query"}, default="indicator"
-        The layout of ``X`` (``make_sparse_selection(..., layout=...)``):
-        "indicator", the subset as a 0/1 last channel of the token rows;
-        "query", the subset as ``n_selected`` rows [0_d, i_j] of 1-based
-        positions after the tokens, so that content alone cannot select.
-        Structural: recorded in saved weights, which load only into an
-        estimator of the same layout.
+    {layout}
         In the query layout it reads the token rows, then the query rows, in order.
-    n_selected : int or None, default=None
-        Query layout only: the number q of query rows, which says where the
-        tokens end (T = rows - q). None: learned at a fresh ``fit`` from the
-        first sample (its rows with a nonzero last channel; every sample is
-        then checked against it), as ``token_dim`` is; given, ``initialize()``
-        builds the module without data. Unused in the indicator layout.
+    {n_selected}
     random_state : int, RandomState or None, default=None
         Seeds the initial weights and the shuffling.
     optimizer, lr, max_epochs, batch_size, train_split, verbose, **kwargs
         As in :class:`skorch.NeuralNetRegressor`; defaults Adam, lr=0.003,
         batch_size=256, 30 epochs.
-    device : str, default="auto"
-        "auto" (a GPU when present), "cpu", "cuda" or "cuda:N".
-    lr_schedule : {"constant", "cosine"}, default="constant"
-        Adam's rate throughout a fit: ``lr`` at every step, or ``lr`` decayed to
-        0 by a cosine over the fit's steps, stepped per batch
-        (:class:`~sparse_token_estimators.callbacks.CosineSchedule`).
+    {device}
+    {lr_schedule}
 
     Attributes
     ----------
@@ -92,7 +78,12 @@ class SparseTokenRNN(_SparseTokenRegressor):
     (3, 4)
     """
 
-    _parameter_rules = _rules.RNN
+    _parameter_rules = {
+        **_SparseTokenRegressor._parameter_rules,
+        "cell": [_rules.OneOf(*CELLS)],
+        "hidden_size": _rules.POSITIVE,
+        "n_layers": _rules.POSITIVE,
+    }
     _module_params = ("cell", "hidden_size", "n_layers")
     _predict_block = 64
 

@@ -7,12 +7,13 @@ Its module (``..ssm.SelectiveSSM``) needs the optional extra ``[ssm]``
 import torch
 
 from ..ssm import SelectiveSSM, require_mambapy
-from . import _rules
+from . import _docs, _rules
 from ._base import _SparseTokenRegressor
 
 __all__ = ["SparseTokenSSM"]
 
 
+@_docs.compose
 class SparseTokenSSM(_SparseTokenRegressor):
     """A selective state-space model (Mamba) for sparse token selection (beyond the paper).
 
@@ -49,30 +50,16 @@ class SparseTokenSSM(_SparseTokenRegressor):
         State size N of the scan of every channel.
     n_layers : int, default=1
         Stacked Mamba blocks.
-    layout : {"indicator", "query"}, default="indicator"
-        The layout of ``X`` (``make_sparse_selection(..., layout=...)``):
-        "indicator", the subset as a 0/1 last channel of the token rows;
-        "query", the subset as ``n_selected`` rows [0_d, i_j] of 1-based
-        positions after the tokens, so that content alone cannot select.
-        Structural: recorded in saved weights, which load only into an
-        estimator of the same layout.
+    {layout}
         In the query layout it reads the token rows, then the query rows, in order.
-    n_selected : int or None, default=None
-        Query layout only: the number q of query rows, which says where the
-        tokens end (T = rows - q). None: learned at a fresh ``fit`` from the
-        first sample, as ``token_dim`` is; given, ``initialize()`` builds the
-        module without data. Unused in the indicator layout.
+    {n_selected}
     random_state : int, RandomState or None, default=None
         Seeds the initial weights and the shuffling.
     optimizer, lr, max_epochs, batch_size, train_split, verbose, **kwargs
         As in :class:`skorch.NeuralNetRegressor`; defaults Adam, lr=0.003,
         batch_size=256, 30 epochs.
-    device : str, default="auto"
-        "auto" (a GPU when present), "cpu", "cuda" or "cuda:N".
-    lr_schedule : {"constant", "cosine"}, default="constant"
-        Adam's rate throughout a fit: ``lr`` at every step, or ``lr`` decayed to
-        0 by a cosine over the fit's steps, stepped per batch
-        (:class:`~sparse_token_estimators.callbacks.CosineSchedule`).
+    {device}
+    {lr_schedule}
 
     Attributes
     ----------
@@ -105,7 +92,12 @@ class SparseTokenSSM(_SparseTokenRegressor):
     (3, 4)
     """
 
-    _parameter_rules = _rules.SSM
+    _parameter_rules = {
+        **_SparseTokenRegressor._parameter_rules,
+        "d_model": _rules.POSITIVE,
+        "d_state": _rules.POSITIVE,
+        "n_layers": _rules.POSITIVE,
+    }
     _module_params = ("d_model", "d_state", "n_layers")
     _predict_block = 64
 

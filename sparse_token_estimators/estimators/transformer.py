@@ -6,12 +6,13 @@ from skorch.utils import to_numpy, to_tensor
 
 from ..modules import SparseTokenAttention
 from ..positional import ENCODINGS
-from . import _checks, _rules
+from . import _checks, _docs, _rules
 from ._base import _SparseTokenRegressor, training_lock
 
 __all__ = ["SparseTokenTransformer"]
 
 
+@_docs.compose
 class SparseTokenTransformer(_SparseTokenRegressor):
     """One-layer transformer for sparse token selection (Wang et al., ICML 2024).
 
@@ -81,21 +82,10 @@ class SparseTokenTransformer(_SparseTokenRegressor):
         meta-estimator scores lower than the model on y as it is. Use
         ``output_map=True`` with a transformed target (the map learns the
         rescaling), or leave y untransformed.
-    layout : {"indicator", "query"}, default="indicator"
-        The layout of ``X`` (``make_sparse_selection(..., layout=...)``):
-        "indicator", the subset as a 0/1 last channel of the token rows;
-        "query", the subset as ``n_selected`` rows [0_d, i_j] of 1-based
-        positions after the tokens, so that content alone cannot select.
-        Structural: recorded in saved weights, which load only into an
-        estimator of the same layout.
+    {layout}
         In the query layout the query is z = sum_j p_{i_j} over the positions the
         query rows name, at any length (the tokens are all rows but the last q).
-    n_selected : int or None, default=None
-        Query layout only: the number q of query rows, which says where the
-        tokens end (T = rows - q). None: learned at a fresh ``fit`` from the
-        first sample (its rows with a nonzero last channel; every sample is
-        then checked against it), as ``token_dim`` is; given, ``initialize()``
-        builds the module without data. Unused in the indicator layout.
+    {n_selected}
     random_state : int, RandomState or None, default=None
         Seeds the initial weights, the training positional draws, the shuffling
         and the prediction draws: the same int gives the same fitted model.
@@ -106,12 +96,8 @@ class SparseTokenTransformer(_SparseTokenRegressor):
         ``max_epochs``. A larger lr learns faster but leaves W less aligned
         with the identity. ``train_split=None``: no internal validation split
         (scikit-learn's searches do the splitting).
-    device : str, default="auto"
-        "auto" (a GPU when present), "cpu", "cuda" or "cuda:N".
-    lr_schedule : {"constant", "cosine"}, default="constant"
-        Adam's rate throughout a fit: ``lr`` at every step, or ``lr`` decayed to
-        0 by a cosine over the fit's steps, stepped per batch
-        (:class:`~sparse_token_estimators.callbacks.CosineSchedule`).
+    {device}
+    {lr_schedule}
 
     Attributes
     ----------
@@ -132,7 +118,7 @@ class SparseTokenTransformer(_SparseTokenRegressor):
     Notes
     -----
     Changing a parameter of a fitted estimator never leaves it predicting
-    with a module that no longer matches (``_rules.GROUPS``). A structural
+    with a module that no longer matches (``_rules.group_of``). A structural
     parameter (``pe_dim``, ``positional_encoding``, ``max_seq_len``,
     ``output_map``, ``token_dim``, ``module``, ``module__*``) makes it read as
     unfitted: ``predict`` raises ``NotFittedError`` naming the change, the
@@ -163,7 +149,14 @@ class SparseTokenTransformer(_SparseTokenRegressor):
     (5, 40)
     """
 
-    _parameter_rules = _rules.TRANSFORMER
+    _parameter_rules = {
+        **_SparseTokenRegressor._parameter_rules,
+        "pe_dim": _rules.POSITIVE,
+        "positional_encoding": [_rules.OneOf(*ENCODINGS)],
+        "max_seq_len": _rules.POSITIVE,
+        "n_pe_draws": _rules.POSITIVE,
+        "output_map": [_rules.BOOLEAN],
+    }
     _module_params = ("pe_dim", "positional_encoding", "max_seq_len", "n_pe_draws",
                       "output_map")
     _module_attributes = ("n_pe_draws",)
