@@ -90,20 +90,34 @@ class StackedTrainer:
 
 
 class StackedRound:
-    """The rounds of a fused group: its members' threads hand their batches here, and
-    the thread that runs the group (``run``) makes each round's stacked pass."""
+    """The rounds of a fused group of ``n`` members, each training in its own thread.
+
+    The members take turns, in order (0, 1, ...): one runs until it hands its
+    batch (:meth:`submit`) or its fit ends (:meth:`leave`), then the next; so
+    everything outside the stacked pass (data, draws, callbacks) runs one
+    member at a time, in the same order every time. When every member still
+    training has handed a batch, the thread that runs the group (:meth:`run`)
+    makes the round's stacked pass, and the turns begin again at the first.
+    """
 
     def __init__(self, n):
         self.cond = threading.Condition()
         self.active = set(range(n))
         self.waiting = {}
         self.results = {}
-        self.stop = None  # an exception every member raises at its next step
+        self.turn = 0 if n else None
+        self.stop = None  # an exception every member raises at its next turn
         self.seconds = dict.fromkeys(range(n), 0.0)
         self.clock = time.process_time()
         self.bases = {}  # a key of _key -> its module's skeleton (on the "meta" device)
         self.module_keys = {}  # member -> _module_key of its module
         self.on_tick = None  # called with ``seconds`` as they grow
+
+    def begin(self, k):
+        """Wait for member ``k``'s first turn (in its thread, before its fit)."""
+        with self.cond:
+            while self.turn != k:
+                self.cond.wait()
 
     def submit(self, k, request):
         """Member ``k``'s batch -> its step (``{"loss", "y_pred"}``), after the round."""
@@ -111,13 +125,12 @@ class StackedRound:
             if self.stop is not None:
                 raise self.stop
             self.waiting[k] = request
-            self.cond.notify_all()
-            while k not in self.results and self.stop is None:
+            self._pass(k)
+            while self.turn != k:
                 self.cond.wait()
-            if k not in self.results:
-                self.waiting.pop(k, None)
+            result = self.results.pop(k, None)
+            if self.stop is not None:
                 raise self.stop
-            result = self.results.pop(k)
         if isinstance(result, BaseException):
             raise result
         return result
@@ -128,14 +141,23 @@ class StackedRound:
             self._tick()
             self.active.discard(k)
             self.waiting.pop(k, None)
-            self.cond.notify_all()
+            self.results.pop(k, None)
+            self._pass(k)
 
     def halt(self, exc):
-        """Every member raises ``exc`` at its next step."""
+        """Every member raises ``exc`` at its next turn."""
         with self.cond:
             if self.stop is None:
                 self.stop = exc
             self.cond.notify_all()
+
+    def _pass(self, k):
+        """The turn after member ``k``'s: the next member that has not handed its batch;
+        None when all have (the round is due)."""
+        ready = sorted(self.active - set(self.waiting))
+        later = [j for j in ready if j > k]
+        self.turn = (later or ready or [None])[0]
+        self.cond.notify_all()
 
     def _tick(self):
         """Share the CPU seconds since the last tick among the members training."""
@@ -152,20 +174,23 @@ class StackedRound:
         """Make the rounds until every member has left (in the calling thread)."""
         while True:
             with self.cond:
-                while self.active and (len(self.waiting) < len(self.active)
-                                       or any(k in self.results for k in self.waiting)):
+                while self.active and self.turn is not None:
                     self.cond.wait(0.5)
                 if not self.active:
                     return
                 requests = dict(self.waiting)
                 self.waiting.clear()
-            try:
-                results = _stacked_steps(requests, self.bases, self.module_keys)
-            except Exception as exc:  # noqa: BLE001 -- each fit raises it, as its own step would
-                results = dict.fromkeys(requests, exc)
+            if self.stop is None:
+                try:
+                    results = _stacked_steps(requests, self.bases, self.module_keys)
+                except Exception as exc:  # noqa: BLE001 -- each fit raises it, as its step would
+                    results = dict.fromkeys(requests, exc)
+            else:
+                results = {}
             with self.cond:
                 self._tick()
                 self.results.update(results)
+                self.turn = min(self.active)
                 self.cond.notify_all()
 
 

@@ -187,6 +187,7 @@ def _fit_fused(nets, data, stop_all):
         net = nets[k]
         net.train_step_single = type(net).fused_trainer.train_step_single(group, k, net)
         try:
+            group.begin(k)
             outcomes[k] = _fit(net, *data[k], stop_all)
         except BaseException as exc:  # noqa: BLE001 -- an interrupt: raised in the caller
             outcomes[k] = exc
