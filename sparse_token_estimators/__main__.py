@@ -29,8 +29,8 @@ from pathlib import Path
 # Only what parsing and checking the output folder need: torch, scikit-learn
 # and skorch are imported after those checks (the package imports them lazily).
 from . import reproduce
-from .reproduce import _records
 from ._trainers import TRAINERS
+from .reproduce import _records
 from .reproduce._config import MAX_SEED
 
 #: the options the configuration's fields come from, for the messages

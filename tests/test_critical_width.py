@@ -446,8 +446,6 @@ def _interrupting(how, kind="fcn"):
 def test_an_interrupt_stops_the_whole_search_and_propagates(how, trainer, kind, monkeypatch):
     """Lone fits ("exact") or a width's fits as a group ("fused"): a Ctrl-C or a
     callback's interrupt stops the search at once, and nothing is scored."""
-    from sparse_token_estimators import _critical_width
-
     X, y = make_sparse_selection(64, 4, 2, 2, random_state=0)
     est = _interrupting(how, kind)
     STARTED.clear()

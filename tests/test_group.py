@@ -391,8 +391,9 @@ def test_one_estimator_twice_is_refused():
 
 def test_a_class_for_an_estimator_is_refused():
     X, y = _task()
-    with pytest.raises(ValueError, match=r"estimators\[0\] is the class SparseTokenFCN, not an "
-                                         r"estimator: pass an instance, e.g. SparseTokenFCN\(\.\.\.\)"):
+    with pytest.raises(ValueError, match=re.escape(
+            "estimators[0] is the class SparseTokenFCN, not an estimator: pass an instance, "
+            "e.g. SparseTokenFCN(...).")):
         fit_group([SparseTokenFCN], [(X, y)])
 
 
