@@ -13,7 +13,7 @@ rotating order:
   their module's forward and backward stacked (``_fused``; equal to the lone
   fits to float rounding). A family whose class declares no
   ``fused_trainer`` is measured through a subclass that declares one
-  (``StackedTrainer``): what declaring it would pay. The rule (issue 48): a
+  (``StackedTrainer``): what declaring it would pay. The rule: a
   family keeps its fused trainer where it pays >= 1.3x per model.
 
 Reported per model: the lone fit's time and the speed-up lone / fused (the

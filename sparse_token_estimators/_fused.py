@@ -111,7 +111,6 @@ class StackedRound:
         self.clock = time.process_time()
         self.bases = {}  # a key of _key -> its module's skeleton (on the "meta" device)
         self.module_keys = {}  # member -> _module_key of its module
-        self.on_tick = None  # called with ``seconds`` as they grow
 
     def begin(self, k):
         """Wait for member ``k``'s first turn (in its thread, before its fit)."""
@@ -160,15 +159,20 @@ class StackedRound:
         self.cond.notify_all()
 
     def _tick(self):
-        """Share the CPU seconds since the last tick among the members training."""
+        """Share the CPU seconds since the last tick among the members training (called
+        as one leaves: the members training change only then)."""
         now = time.process_time()
         if self.active:
             share = (now - self.clock) / len(self.active)
             for k in self.active:
                 self.seconds[k] += share
         self.clock = now
-        if self.on_tick is not None:
-            self.on_tick(self.seconds)
+
+    def cpu_seconds(self, k):
+        """Member ``k``'s CPU seconds so far: an even share of the group's while it trains."""
+        with self.cond:
+            self._tick()
+            return self.seconds[k]
 
     def run(self):
         """Make the rounds until every member has left (in the calling thread)."""
@@ -188,7 +192,6 @@ class StackedRound:
             else:
                 results = {}
             with self.cond:
-                self._tick()
                 self.results.update(results)
                 self.turn = min(self.active)
                 self.cond.notify_all()
@@ -220,7 +223,7 @@ def _stacked_steps(requests, bases, module_keys):
     """``{k: (net, X, y, forward kwargs)}`` -> ``{k: {"loss", "y_pred"}}``: one stacked
     forward per part (same module and batch shape), one backward for all."""
     parts = {}
-    for k, (net, X, y, kwargs) in requests.items():
+    for k, (net, X, _, kwargs) in requests.items():
         if k not in module_keys:  # a fit's module is built once, in its fit
             module_keys[k] = _module_key(net.module_)
         parts.setdefault(_key(module_keys[k], X, kwargs), []).append(k)

@@ -25,9 +25,9 @@ from .estimators._state import Transaction
 
 __all__ = ["TRAINERS", "check_trainer", "fit_group", "group_cpu_seconds", "trainer_of"]
 
-#: id(estimator) -> CPU seconds attributed to it, while its fused group trains
-_SECONDS = {}
-_SECONDS_LOCK = threading.Lock()
+#: id(estimator) -> (its fused group, its place there), while the group trains
+_MEMBERS = {}
+_MEMBERS_LOCK = threading.Lock()
 
 
 def _check_group(estimators, data):
@@ -133,8 +133,9 @@ def fit_group(estimators, data, *, trainer="exact", stop_all=None):
 def group_cpu_seconds(net, default):
     """CPU seconds of ``net``'s training in its fused group (an even share of the group's
     while it trains); ``default`` when it is not training in one (a lone fit: its own)."""
-    with _SECONDS_LOCK:
-        return _SECONDS.get(id(net), default)
+    with _MEMBERS_LOCK:
+        member = _MEMBERS.get(id(net))
+    return default if member is None else member[0].cpu_seconds(member[1])
 
 
 class _Abort(BaseException):
@@ -195,13 +196,12 @@ def _fit_fused(nets, data, stop_all):
                 group.halt(exc)
         finally:
             net.__dict__.pop("train_step_single", None)
-            with _SECONDS_LOCK:
-                _SECONDS.pop(id(net), None)
+            with _MEMBERS_LOCK:
+                _MEMBERS.pop(id(net), None)
             group.leave(k)
 
-    with _SECONDS_LOCK:
-        _SECONDS.update({id(net): 0.0 for net in nets})
-    group.on_tick = _publish_seconds(nets)
+    with _MEMBERS_LOCK:
+        _MEMBERS.update({id(net): (group, k) for k, net in enumerate(nets)})
     threads = [threading.Thread(target=member, args=(k,), daemon=True,
                                 name=f"fit_group-{k}") for k in range(len(nets))]
     for thread in threads:
@@ -222,12 +222,3 @@ def _fit_fused(nets, data, stop_all):
         if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
             raise outcome
     return outcomes
-
-
-def _publish_seconds(nets):
-    def publish(seconds):
-        with _SECONDS_LOCK:
-            for k, value in seconds.items():
-                if id(nets[k]) in _SECONDS:
-                    _SECONDS[id(nets[k])] = value
-    return publish

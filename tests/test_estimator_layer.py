@@ -20,7 +20,7 @@ layer = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(layer)
 
 
-#: what is left (issue 48), each with where and why: the test fails on any other, and
+#: what is left, each with where and why: the test fails on any other, and
 #: on one of these that is gone (remove it here)
 KNOWN = {
     # torch: nn.Module.compile has no public undo nor "is it compiled" (estimators/_state.py)
@@ -31,7 +31,7 @@ KNOWN = {
     # skorch: the routing method threaded into NeuralNet.partial_fit (estimators/_base.py)
     "_routing_method": ["_base.py:422"],
     # the estimators' declarations, read by their checks (estimators/_checks.py, _state.py):
-    # issue 48 item 6 declares the parameters on the classes
+    # (to go when the parameters are declared on the classes)
     "_parameter_rules": ["_checks.py:35", "_state.py:110"],
     "_check_seq_len": ["_checks.py:185", "_checks.py:195", "_checks.py:295"],
     "_check_sizes": ["_checks.py:40"],

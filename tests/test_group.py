@@ -374,7 +374,7 @@ def test_stop_all_stops_a_fit_that_is_not_grouped():
     assert not nets[0].initialized_ and not nets[1].initialized_  # the group never began
 
 
-# -- what fit_group refuses before any fit (issue 51) ---------------------------------------
+# -- what fit_group refuses before any fit --------------------------------------------------
 
 def _task():
     return make_sparse_selection(32, T, D, Q, random_state=0)
