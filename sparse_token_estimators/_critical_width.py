@@ -30,6 +30,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
@@ -52,6 +53,9 @@ from .datasets import SparseSelectionStream
 
 #: what a search can end with
 STATUSES = ("found", "at start", "> stop", "unresolved", "non-monotone")
+#: how many times its steps a non-monotone search is searched again with (the fourth set
+#: of the reproduction's verdicts: a width failing where a narrower one passed)
+AGAIN = 2
 
 
 @dataclass
@@ -78,13 +82,16 @@ class CriticalWidth:
         up to ``stop`` passes, the widest not even with twice the steps (a
         measurement); "unresolved": the
         steps check moved the bracket (or made the widest pass); see
-        ``reason``; "non-monotone": the score fell as the width grew.
+        ``reason``; "non-monotone": the score fell as the width grew (after
+        the search again, too: see ``searches``).
     reason : str
         Why the status, in words.
     scores : dict
-        width -> best mean validation score over the rates (1x steps).
+        width -> best mean validation score over the rates, at the result's
+        steps (``steps_multiplier``).
     doubled_scores : dict
-        width -> mean validation score with twice the steps, at the chosen rate.
+        width -> mean validation score with twice those steps, at the chosen
+        rate (the steps check).
     chosen_lr : dict
         width -> the rate of the best mean validation score.
     chosen_lr_per_seed : dict
@@ -95,6 +102,29 @@ class CriticalWidth:
         ``val_score``, ``test_score`` (None without a test set),
         ``fit_time``, ``error`` (None, or the message of a failed fit).
         ``pandas.DataFrame(result.table)`` takes it as is.
+    steps_multiplier : int
+        The steps of the search that gave the result, in multiples of the
+        estimator's: 1, or 2 where a width failed although a narrower one
+        passed and the search was searched again with twice the steps
+        (``search_again``).
+    settled : bool
+        Whether the steps check settled the answer: True for "found", "at
+        start" and "> stop", False otherwise.
+    upper_bound : int or None
+        A width known to reach ``target`` at the result's steps and with
+        twice them, so that the crossing lies at or below it: ``width``
+        when found or at start, and ``width`` when unsettled, i.e.
+        "unresolved" only because a narrower width passes with twice the
+        steps (more steps lower the width; the width found still bounds it);
+        None otherwise.
+    widths : dict
+        steps multiplier -> the width its search found (None if none): {1:
+        ...}, and {1: ..., 2: ...} when searched again.
+    searches : list of dict
+        Each search's ``steps_multiplier``, ``width``, ``bracket``,
+        ``status``, ``reason``, ``scores``, ``doubled_scores``,
+        ``chosen_lr`` and ``chosen_lr_per_seed``: the first, then the search
+        again if there was one (the result's own numbers are the last's).
     """
 
     param: str
@@ -108,39 +138,81 @@ class CriticalWidth:
     chosen_lr: dict = field(default_factory=dict)
     chosen_lr_per_seed: dict = field(default_factory=dict)
     table: list = field(default_factory=list)
+    steps_multiplier: int = 1
+    settled: bool = False
+    upper_bound: int | None = None
+    widths: dict = field(default_factory=dict)
+    searches: list = field(default_factory=list)
 
 
 def _passes(score, target):
     return score is not None and not math.isnan(score) and score >= target
 
 
-def search_steps(start, *, target, stop=None, floor=None, factor=2.0, refine=2 ** 0.5,
-                 fall_tol=0.05, check_steps=True, multiple=1):
-    """The bracketing search as a generator: it yields the fits it needs, one at a time.
+class Request(NamedTuple):
+    """A fit a search asks for (what :func:`search_steps` yields).
 
-    Each ``yield`` gives a request ``(width, steps_multiplier)`` and takes
-    its score (``generator.send(score)``); the generator's return value
-    (``StopIteration.value``) is the result of
-    :func:`bracket_critical_width`. Several searches (one per sequence
-    length, say) can so be driven in lock-step, their requests of a round
-    fitted together (:func:`run_searches`).
+    ``width`` at ``steps_multiplier`` times the estimator's steps; ``check``:
+    the steps check of a width already scored (its chosen rate only), else a
+    width's score (every rate of the grid).
+    """
 
-    Parameters
-    ----------
-    start, target, stop, floor, factor, refine, fall_tol, check_steps, multiple
-        As in :func:`bracket_critical_width`.
+    width: int
+    steps_multiplier: int
+    check: bool = False
+
+
+def _check_search_again(search_again):
+    if not isinstance(search_again, bool):
+        raise ValueError(f"search_again must be True or False (search again with twice the "
+                         f"steps where a wider width fails); got {search_again!r}.")
+
+
+def _times(multiplier):
+    """``"twice the steps"`` and the like: a multiple of the estimator's steps in words."""
+    return {2: "twice the steps", 4: "four times the steps"}.get(multiplier,
+                                                                  f"{multiplier}x the steps")
+
+
+def falls_after_passing(scores, target):
+    """Whether a width fails ``target`` although a narrower one of the same search passed
+    (``scores``: width -> score): what the fourth set's first rule searches again.
 
     Examples
     --------
-    >>> steps = search_steps(4, target=0.5)
-    >>> request = next(steps)
-    >>> request
-    (4, 1)
+    >>> falls_after_passing({8: 0.5, 16: 0.81, 23: 0.79}, 0.8)
+    True
+    >>> falls_after_passing({8: 0.5, 16: 0.79, 23: 0.81}, 0.8)
+    False
     """
-    stop = check_bracket_args(start, target=target, stop=stop, floor=floor, factor=factor,
-                              refine=refine, fall_tol=fall_tol, check_steps=check_steps,
-                              multiple=multiple)
+    passed = False
+    for width in sorted(scores):
+        if _passes(scores[width], target):
+            passed = True
+        elif passed:
+            return True
+    return False
+
+
+def _settle(found, target):
+    """``settled`` and ``upper_bound`` of a search's result (see :class:`CriticalWidth`)."""
+    status, width = found["status"], found["width"]
+    if status in ("found", "at start"):
+        return True, width
+    if status == "> stop":
+        return True, None
+    lower, doubled = found["bracket"][0], found["doubled_scores"]
+    unsettled = (status == "unresolved" and width is not None and lower is not None
+                 and _passes(doubled.get(lower), target) and _passes(doubled.get(width), target))
+    return False, width if unsettled else None
+
+
+def _one_search(start, *, target, stop, floor, factor, refine, fall_tol, check_steps,
+                multiple, base):
+    """One bracketing search at ``base`` times the steps (its steps check: twice that)."""
     m = multiple
+    again = _times(2 * base)
+    at = "" if base == 1 else f" with {_times(base)}"
 
     def near(x):  # the nearest allowed width
         return m * round(x / m)
@@ -149,16 +221,17 @@ def search_steps(start, *, target, stop=None, floor=None, factor=2.0, refine=2 *
 
     def score(width):
         if width not in scores:
-            scores[width] = float((yield (width, 1)))
+            scores[width] = float((yield Request(width, base)))
         return scores[width]
 
     def twice(width):
-        doubled[width] = float((yield (width, 2)))
+        doubled[width] = float((yield Request(width, 2 * base, True)))
         return doubled[width]
 
     def done(width, bracket, status, reason):
         return {"width": width, "bracket": bracket, "status": status, "reason": reason,
-                "scores": dict(sorted(scores.items())), "doubled_scores": dict(doubled)}
+                "scores": dict(sorted(scores.items())), "doubled_scores": dict(doubled),
+                "steps_multiplier": base}
 
     lower = upper = None
     width, best = start, -math.inf
@@ -170,7 +243,7 @@ def search_steps(start, *, target, stop=None, floor=None, factor=2.0, refine=2 *
         if fall_tol is not None and not math.isnan(s) and s < best - fall_tol:
             widest = max(w for w in scores if scores[w] == best)
             return done(None, (width, None), "non-monotone",
-                        f"the score falls as the width grows: {best:.4g} at {widest}, "
+                        f"the score falls as the width grows{at}: {best:.4g} at {widest}, "
                         f"{s:.4g} at {width}; the search stopped there")
         best = max(best, s) if not math.isnan(s) else best
         lower = width
@@ -180,15 +253,15 @@ def search_steps(start, *, target, stop=None, floor=None, factor=2.0, refine=2 *
     if upper is None:  # beyond the stop
         if not check_steps:
             return done(None, (lower, None), "> stop",
-                        f"no width up to {lower} reaches {target} (steps not checked)")
+                        f"no width up to {lower} reaches {target}{at} (steps not checked)")
         widest = yield from twice(lower)
         if _passes(widest, target):
             return done(None, (lower, None), "unresolved",
-                        f"no width up to {lower} reaches {target}, but {lower} does with "
-                        f"twice the steps ({widest:.4g}): more steps would decide")
+                        f"no width up to {lower} reaches {target}{at}, but {lower} does with "
+                        f"{again} ({widest:.4g}): more steps would decide")
         return done(None, (lower, None), "> stop",
-                    f"no width up to {lower} reaches {target}, nor {lower} with twice the "
-                    f"steps ({widest:.4g})")
+                    f"no width up to {lower} reaches {target}{at}, nor {lower} with {again} "
+                    f"({widest:.4g})")
     while lower is None and floor is not None and upper > floor:  # shrink: start passes
         smaller = max(floor, min(upper - m, near(upper / factor)))
         if _passes((yield from score(smaller)), target):
@@ -211,14 +284,14 @@ def search_steps(start, *, target, stop=None, floor=None, factor=2.0, refine=2 *
     failing = [w for w in scores if w > upper and not _passes(scores[w], target)]
     if failing:
         return done(upper, (lower, upper), "non-monotone",
-                    f"{upper} reaches {target} ({scores[upper]:.4g}) but the wider "
+                    f"{upper} reaches {target}{at} ({scores[upper]:.4g}) but the wider "
                     f"{min(failing)} does not ({scores[min(failing)]:.4g})")
     status = "at start" if lower is None else "found"
     confirmed = f", confirmed at {min(above)}" if above else ", not confirmed (at the stop)"
-    reason = (f"{upper} already reaches {target}"
+    reason = (f"{upper} already reaches {target}{at}"
               + (" (the floor)" if floor is not None and upper == floor else "")
               if lower is None else
-              f"the crossing lies in ({lower}, {upper}]") + confirmed
+              f"the crossing lies in ({lower}, {upper}]{at}") + confirmed
     if not check_steps:
         return done(upper, (lower, upper), status, reason + " (steps not checked)")
     for w in (lower, upper):
@@ -226,14 +299,57 @@ def search_steps(start, *, target, stop=None, floor=None, factor=2.0, refine=2 *
             yield from twice(w)
     moved = []
     if lower is not None and _passes(doubled[lower], target):
-        moved.append(f"{lower} reaches {target} with twice the steps ({doubled[lower]:.4g})")
+        moved.append(f"{lower} reaches {target} with {again} ({doubled[lower]:.4g})")
     if not _passes(doubled[upper], target):
-        moved.append(f"{upper} falls below {target} with twice the steps "
-                     f"({doubled[upper]:.4g})")
+        moved.append(f"{upper} falls below {target} with {again} ({doubled[upper]:.4g})")
     if moved:
         return done(upper, (lower, upper), "unresolved",
                     "the bracket moves under the steps check: " + "; ".join(moved))
-    return done(upper, (lower, upper), status, reason + "; unmoved by twice the steps")
+    return done(upper, (lower, upper), status, reason + f"; unmoved by {again}")
+
+
+def search_steps(start, *, target, stop=None, floor=None, factor=2.0, refine=2 ** 0.5,
+                 fall_tol=0.05, check_steps=True, multiple=1, search_again=False):
+    """The bracketing search as a generator: it yields the fits it needs, one at a time.
+
+    Each ``yield`` gives a :class:`Request` ``(width, steps_multiplier,
+    check)`` and takes its score (``generator.send(score)``); the
+    generator's return value (``StopIteration.value``) is the result of
+    :func:`bracket_critical_width`. Several searches (one per sequence
+    length, say) can so be driven in lock-step, their requests of a round
+    fitted together (:func:`run_searches`).
+
+    Parameters
+    ----------
+    start, target, stop, floor, factor, refine, fall_tol, check_steps, multiple, search_again
+        As in :func:`bracket_critical_width`.
+
+    Examples
+    --------
+    >>> steps = search_steps(4, target=0.5)
+    >>> request = next(steps)
+    >>> request
+    Request(width=4, steps_multiplier=1, check=False)
+    """
+    stop = check_bracket_args(start, target=target, stop=stop, floor=floor, factor=factor,
+                              refine=refine, fall_tol=fall_tol, check_steps=check_steps,
+                              multiple=multiple)
+    _check_search_again(search_again)
+    args = dict(target=target, stop=stop, floor=floor, factor=factor, refine=refine,
+                fall_tol=fall_tol, check_steps=check_steps, multiple=multiple)
+    searches = [(yield from _one_search(start, base=1, **args))]
+    found = searches[0]
+    if search_again and falls_after_passing(found["scores"], target):
+        searches.append((yield from _one_search(start, base=AGAIN, **args)))
+        found = {**searches[-1], "reason": (
+            f"searched again with {_times(AGAIN)} (the first search is non-monotone: "
+            f"{searches[0]['reason']}): {searches[-1]['reason']}"
+            + (f"; non-monotone again with {_times(AGAIN)}: unresolved"
+               if falls_after_passing(searches[-1]["scores"], target) else ""))}
+    settled, bound = _settle(found, target)
+    return {**found, "settled": settled, "upper_bound": bound,
+            "widths": {s["steps_multiplier"]: s["width"] for s in searches},
+            "searches": searches}
 
 
 def run_searches(evaluate, searches):
@@ -268,7 +384,8 @@ def run_searches(evaluate, searches):
         except StopIteration as end:
             results[key] = end.value
     while pending:
-        jobs = [(key, *request) for key, (_, request) in pending.items()]
+        jobs = [(key, request.width, request.steps_multiplier)
+                for key, (_, request) in pending.items()]
         scores = list(evaluate(jobs))
         if len(scores) != len(jobs):
             raise ValueError(f"evaluate returned {len(scores)} scores for {len(jobs)} fits.")
@@ -283,7 +400,8 @@ def run_searches(evaluate, searches):
 
 
 def bracket_critical_width(evaluate, start, *, target, stop=None, floor=None, factor=2.0,
-                           refine=2 ** 0.5, fall_tol=0.05, check_steps=True, multiple=1):
+                           refine=2 ** 0.5, fall_tol=0.05, check_steps=True, multiple=1,
+                           search_again=False):
     """The bracketing search with its confirmations, on a score function alone.
 
     Grow the width by ``factor`` from ``start`` until a width's score
@@ -291,14 +409,18 @@ def bracket_critical_width(evaluate, start, *, target, stop=None, floor=None, fa
     ``refine``; confirm the crossing at the next width; while growing, a
     score more than ``fall_tol`` below the best so far stops the search
     ("non-monotone"); the steps check refits the bracketing widths (or, past
-    the stop, the widest) with twice the steps.
+    the stop, the widest) with twice the steps. With ``search_again``, a
+    search in which a width fails although a narrower one passed is searched
+    again from ``start`` with twice the steps (its steps check: four times),
+    and that search's result is the answer.
 
     Parameters
     ----------
     evaluate : callable
         ``evaluate(width, steps_multiplier) -> score``; multiplier 1 is the
         search, 2 the steps check (called only for the bracketing widths,
-        after their multiplier-1 score). NaN fails.
+        after their multiplier-1 score); a search again asks for 2 and 4.
+        NaN fails.
     start : int
         First width.
     target : float
@@ -325,12 +447,22 @@ def bracket_critical_width(evaluate, start, *, target, stop=None, floor=None, fa
         rotary positions, whose ``d_model`` per head must be even. Each step
         goes to the nearest multiple, and bisection ends at neighbouring
         multiples.
+    search_again : bool, default=False
+        Search again with twice the steps where a width fails although a
+        narrower one passed (the fourth set of the reproduction's verdicts;
+        :func:`critical_width` does it by default). Non-monotone again: the
+        status stays "non-monotone".
 
     Returns
     -------
     found : dict
         ``width``, ``bracket``, ``status``, ``reason``, ``scores`` (width ->
-        score at 1x), ``doubled_scores`` (width -> score at 2x).
+        score at the search's steps), ``doubled_scores`` (width -> score with
+        twice those), ``steps_multiplier`` (the search's steps: 1, or 2 when
+        searched again), ``settled``, ``upper_bound`` and ``widths`` (as in
+        :class:`CriticalWidth`), ``searches`` (each search's own ``width``,
+        ``bracket``, ``status``, ``reason``, ``scores``, ``doubled_scores``
+        and ``steps_multiplier``: one, or two when searched again).
 
     Examples
     --------
@@ -340,8 +472,18 @@ def bracket_critical_width(evaluate, start, *, target, stop=None, floor=None, fa
     """
     steps = search_steps(start, target=target, stop=stop, floor=floor, factor=factor,
                          refine=refine, fall_tol=fall_tol, check_steps=check_steps,
-                         multiple=multiple)
+                         multiple=multiple, search_again=search_again)
     return run_searches(lambda jobs: [evaluate(w, m) for _, w, m in jobs], {None: steps})[None]
+
+
+def _drive(search, evaluate):
+    """Run one :func:`search_steps` generator, ``evaluate(request) -> score``; its result."""
+    request = next(search)
+    while True:
+        try:
+            request = search.send(evaluate(request))
+        except StopIteration as end:
+            return end.value
 
 
 class _Interrupted(BaseException):
@@ -524,9 +666,9 @@ def _failures(rows, limit=3):
 def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4, stop=None,
                    floor=None, seeds=(0, 1, 2), validation=None, test=None, validation_fraction=0.2,
                    random_state=0, factor=2.0, refine=2 ** 0.5, fall_tol=0.05,
-                   check_steps=True, multiple=1, lr_param="lr", steps_param="max_epochs",
-                   seed_param="random_state", scoring=None, error_score=np.nan,
-                   n_jobs=None, trainer="exact", verbose=0):
+                   check_steps=True, multiple=1, search_again=True, lr_param="lr",
+                   steps_param="max_epochs", seed_param="random_state", scoring=None,
+                   error_score=np.nan, n_jobs=None, trainer="exact", verbose=0):
     """The smallest width at which a model's best-rate validation score reaches ``target``.
 
     The protocol of the reproduction (its second set of verdicts) for any
@@ -542,7 +684,12 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
     widths); both bracketing widths are refitted with twice the steps
     (``steps_param`` doubled) at their chosen rate, and if the bracket moves
     the result is "unresolved". Rates are not pruned (no successive halving):
-    every rate is fitted at every width.
+    every rate is fitted at every width. Where a width fails although a
+    narrower one passed, the search is searched again from ``start`` with
+    twice the steps (its steps check with four times), and that search
+    gives the result (``search_again``; the fourth set of the
+    reproduction's verdicts); ``settled`` and ``upper_bound`` say how far
+    the steps check settled the width.
 
     The fits of a width (rates x seeds) are lone fits, one after another
     (or, with ``n_jobs`` > 1, in parallel through joblib, so that
@@ -603,6 +750,12 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
         ``multiple=4`` for
         ``SparseTokenEncoder(positional_encoding="rope")`` and its two
         heads (refused before any fit otherwise).
+    search_again : bool, default=True
+        Where a width fails the target although a narrower one passed (means
+        over the seeds at the best rate), search again with twice the steps
+        (``steps_param`` doubled; its steps check with four times); both
+        searches are in ``searches`` and ``table``, the result is the
+        second's. False: report the first search as "non-monotone".
     lr_param, steps_param : str, default="lr", "max_epochs"
         The rate and the steps parameters (the steps one is doubled for the
         steps check).
@@ -637,7 +790,8 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
     Returns
     -------
     result : CriticalWidth
-        Crossing, bracket, status, chosen rates and the table of every fit.
+        Crossing, bracket, status, whether the steps check settled it, the
+        chosen rates and the table of every fit.
 
     Examples
     --------
@@ -664,6 +818,7 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
                        multiple=multiple)
     check_width_multiple(params, param, multiple, type(estimator).__name__, start=start,
                          stop=stop, floor=floor)
+    _check_search_again(search_again)
     if not isinstance(verbose, numbers.Integral):
         raise ValueError(f"verbose must be an int; got {verbose!r}.")
     data = _split_data(X, y, validation, test, validation_fraction, random_state)
@@ -690,37 +845,46 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
             )
         return [(lr, seed, row["val_score"]) for (lr, seed), row in zip(jobs, rows)]
 
-    def evaluate(width, multiplier):
-        if multiplier != 1:  # the steps check: the chosen rate only
-            if chosen[width] is None:
+    def evaluate(request):
+        width, multiplier, check = request
+        # the rates chosen at the search's own steps (the check's are half its own)
+        own = chosen.setdefault(multiplier // 2 if check else multiplier, {})
+        steps = f" with {_times(multiplier)}" if multiplier != 1 else ""
+        if check:  # the steps check: the chosen rate only
+            if own[width] is None:
                 return math.nan
-            score = float(np.mean([s for _, _, s in fits(width, multiplier, [chosen[width]])]))
+            score = float(np.mean([s for _, _, s in fits(width, multiplier, [own[width]])]))
             if verbose > 0:
-                print(f"critical_width: {param}={width} with twice the steps: {score:.4g} "
-                      f"(lr={chosen[width]:g})", flush=True)
+                print(f"critical_width: {param}={width}{steps}: {score:.4g} "
+                      f"(lr={own[width]:g})", flush=True)
             return score
-        results = fits(width, 1, rates)
+        results = fits(width, multiplier, rates)
         means = {lr: float(np.mean([s for r, _, s in results if r == lr])) for lr in rates}
         finite = {lr: m for lr, m in means.items() if not math.isnan(m)}
-        chosen[width] = max(finite, key=finite.get) if finite else None
-        per_seed[width] = {}
+        own[width] = max(finite, key=finite.get) if finite else None
+        own_seed = per_seed.setdefault(multiplier, {})[width] = {}
         for seed in seeds:
-            own = {r: s for r, sd, s in results if sd == seed and not math.isnan(s)}
-            per_seed[width][seed] = max(own, key=own.get) if own else None
-        score = finite[chosen[width]] if finite else math.nan
+            by_rate = {r: s for r, sd, s in results if sd == seed and not math.isnan(s)}
+            own_seed[seed] = max(by_rate, key=by_rate.get) if by_rate else None
+        score = finite[own[width]] if finite else math.nan
         if verbose > 0:
-            best = f" (lr={chosen[width]:g})" if finite else " (no rate without a failure)"
-            print(f"critical_width: {param}={width}: {score:.4g}{best}, target {target}",
-                  flush=True)
+            best = f" (lr={own[width]:g})" if finite else " (no rate without a failure)"
+            print(f"critical_width: {param}={width}{steps}: {score:.4g}{best}, target "
+                  f"{target}", flush=True)
         return score
 
     try:
-        found = bracket_critical_width(evaluate, start, target=target, stop=stop, floor=floor,
-                                       factor=factor, refine=refine, fall_tol=fall_tol,
-                                       check_steps=check_steps, multiple=multiple)
+        found = _drive(search_steps(start, target=target, stop=stop, floor=floor,
+                                    factor=factor, refine=refine, fall_tol=fall_tol,
+                                    check_steps=check_steps, multiple=multiple,
+                                    search_again=search_again), evaluate)
     except _Interrupted as exc:
         raise KeyboardInterrupt(f"critical_width was interrupted during a fit ({exc}); "
                                 "no result") from None
+    searches = [{**s, "chosen_lr": dict(sorted(chosen.get(s["steps_multiplier"], {}).items())),
+                 "chosen_lr_per_seed": dict(sorted(
+                     per_seed.get(s["steps_multiplier"], {}).items()))}
+                for s in found["searches"]]
     reason = found["reason"]
     failed = [row for row in table if row["error"]]
     if failed:
@@ -733,5 +897,8 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
     return CriticalWidth(param=param, target=target, width=found["width"],
                          bracket=found["bracket"], status=found["status"], reason=reason,
                          scores=found["scores"], doubled_scores=found["doubled_scores"],
-                         chosen_lr=dict(sorted(chosen.items())),
-                         chosen_lr_per_seed=dict(sorted(per_seed.items())), table=table)
+                         chosen_lr=searches[-1]["chosen_lr"],
+                         chosen_lr_per_seed=searches[-1]["chosen_lr_per_seed"], table=table,
+                         steps_multiplier=found["steps_multiplier"], settled=found["settled"],
+                         upper_bound=found["upper_bound"], widths=found["widths"],
+                         searches=searches)

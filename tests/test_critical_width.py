@@ -487,3 +487,88 @@ def test_critical_width_is_importable_from_the_top_level():
     from sparse_token_estimators import critical_width as top
 
     assert top is critical_width and "critical_width" in sparse_token_estimators.__all__
+
+
+# -- the fourth set: a non-monotone search is searched again with twice the steps ----------
+
+
+def _slow_wide(width, lr, epochs, seed):
+    """Made-up scores: at 10 epochs widths 16 to 19 pass and the wider ones are too slow to
+    train (non-monotone); with 20 epochs every width from 12 on passes (monotone)."""
+    if epochs >= 20:
+        return 0.9 if width >= 12 else 0.1
+    return 0.9 if 16 <= width < 20 else 0.1
+
+
+def test_a_non_monotone_search_is_searched_again_with_twice_the_steps_and_resolved():
+    found = bracket_critical_width(lambda w, m: _slow_wide(w, None, 10 * m, 0), 4,
+                                   target=0.8, search_again=True)
+    first, again = found["searches"]
+    assert first["status"] == "non-monotone" and first["steps_multiplier"] == 1
+    assert first["width"] == 16 and first["scores"][23] == 0.1  # 23 fails after 16 passed
+    assert again["status"] == "found" and again["steps_multiplier"] == 2
+    assert found["status"] == "found" and found["width"] == 13 and found["bracket"] == (11, 13)
+    assert found["steps_multiplier"] == 2 and found["widths"] == {1: 16, 2: 13}
+    assert found["settled"] and found["upper_bound"] == 13
+    assert "searched again with twice the steps" in found["reason"]
+    # the same scores without the rule: the first search, reported non-monotone
+    alone = bracket_critical_width(lambda w, m: _slow_wide(w, None, 10 * m, 0), 4,
+                                   target=0.8)
+    assert alone["status"] == "non-monotone" and alone["widths"] == {1: 16}
+    assert alone["searches"] == [first]
+
+
+def test_critical_width_searches_again_by_default_its_check_with_four_times_the_steps():
+    result = _run(_slow_wide)
+    assert result.status == "found" and result.width == 13 and result.settled
+    assert result.steps_multiplier == 2 and result.widths == {1: 16, 2: 13}
+    assert [s["status"] for s in result.searches] == ["non-monotone", "found"]
+    assert result.searches[0]["scores"][16] == 0.9 and result.scores[13] == 0.9
+    by_steps = {m: {r["width"] for r in result.table if r["steps_multiplier"] == m}
+                for m in (1, 2, 4)}
+    assert by_steps[1] == set(result.searches[0]["scores"])  # the first search, every rate
+    assert by_steps[2] == set(result.scores)  # the search again, every rate
+    assert by_steps[4] == set(result.bracket)  # its steps check, at the chosen rate only
+    assert all(r["lr"] == result.chosen_lr[r["width"]] for r in result.table
+               if r["steps_multiplier"] == 4)
+    assert result.chosen_lr == result.searches[1]["chosen_lr"]
+    off = _run(_slow_wide, search_again=False)
+    assert off.status == "non-monotone" and off.width == 16 and len(off.searches) == 1
+    assert {r["steps_multiplier"] for r in off.table} == {1}
+
+
+def test_non_monotone_again_with_twice_the_steps_is_unresolved():
+    # widths 16 to 19 pass, the wider fail, whatever the steps
+    found = bracket_critical_width(lambda w, m: 0.9 if 16 <= w < 20 else 0.1, 4, target=0.8,
+                                   search_again=True)
+    assert found["status"] == "non-monotone" and found["widths"] == {1: 16, 2: 16}
+    assert not found["settled"] and found["upper_bound"] is None
+    assert found["reason"].endswith("non-monotone again with twice the steps: unresolved")
+    result = _run(lambda w, lr, e, s: 0.9 if 16 <= w < 20 else 0.1)
+    assert result.status == "non-monotone" and not result.settled
+    assert result.upper_bound is None and result.steps_multiplier == 2
+
+
+def test_a_falling_score_with_nothing_passing_is_not_searched_again():
+    # the rule is a width failing where a narrower one passed; here none passed
+    result = _run(lambda w, lr, e, s: 0.79 - 0.1 * math.log2(w / 4), stop=1024)
+    assert result.status == "non-monotone" and len(result.searches) == 1
+
+
+def test_settled_and_the_upper_bound_of_each_status():
+    found = _run(_monotone)
+    assert (found.settled, found.upper_bound) == (True, 23)
+    # a narrower width passes with twice the steps: unsettled, the width still bounds it
+    unsettled = _run(lambda w, lr, e, s: 0.9 if w >= (19 if e >= 20 else 23) else 0.1)
+    assert unsettled.status == "unresolved"
+    assert (unsettled.settled, unsettled.upper_bound) == (False, 23)
+    # the width found falls below the target with twice the steps: no bound
+    falls = _run(lambda w, lr, e, s: 0.9 if w >= (31 if e >= 20 else 23) else 0.1)
+    assert falls.status == "unresolved" and (falls.settled, falls.upper_bound) == (False, None)
+    never = _run(lambda w, lr, e, s: 0.1, stop=32)
+    assert (never.status, never.settled, never.upper_bound) == ("> stop", True, None)
+
+
+def test_search_again_must_be_a_bool():
+    with pytest.raises(ValueError, match="search_again must be True or False"):
+        _run(_monotone, search_again="yes")

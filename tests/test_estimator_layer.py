@@ -53,7 +53,7 @@ def _found():
 def test_no_private_name_of_skorch_scikit_learn_or_torch_is_touched():
     files = layer.package_files(ROOT)
     assert {path.name for path in files} >= {"_group.py", "_fused.py", "_base.py",
-                                             "_verdicts.py", "__main__.py"}
+                                             "_paper.py", "__main__.py"}
     assert len(files) == sum(1 for _ in (Path(ROOT) / "sparse_token_estimators").rglob("*.py"))
     assert _found() == {name: sorted(where) for name, where in KNOWN.items()}
 

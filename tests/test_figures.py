@@ -165,3 +165,33 @@ def test_the_check_sees_overlaps():
     assert any("'a curve' hides 'another curve'" in p for p in found)
     assert any("tick label 'zero' overlaps axes 0 x tick label 'one hundredth'" in p
                for p in found)
+
+
+def test_a_width_the_steps_check_did_not_settle_is_drawn_open(smoke_results):
+    """The fourth set: an unsettled pe_dim* or m* is an open marker over the line, named
+    in the legend, and the figures still read at a glance."""
+    import copy
+
+    from sparse_token_estimators.reproduce._fcn_tightness import plot_critical_widths
+    from sparse_token_estimators.reproduce._width_scaling import plot_width_scaling
+
+    results = copy.deepcopy(smoke_results)
+    for key, stars in (("width_scaling", (4, 6, 8)), ("fcn_tightness", (10, 14, 20))):
+        for row, star in zip(results[key]["critical"], stars):
+            row.update(star=star, lower=star - 1, status="found", settled=True,
+                       upper_bound=star)
+        results[key]["critical"][-1].update(status="unresolved", settled=False)
+    results["width_scaling"]["slope"] = 0.5
+    for draw, opened in ((plot_width_scaling, 1), (plot_critical_widths, 2)):
+        fig = draw(results)
+        try:
+            marks = [c for ax in fig.axes for c in ax.collections
+                     if len(c.get_offsets()) and len(c.get_facecolor())
+                     and np.allclose(c.get_facecolor()[0], (1, 1, 1, 1))]
+            assert len(marks) == opened  # one per model
+            assert all(len(c.get_offsets()) == 1 for c in marks)  # the last T only
+            assert any(text.get_text().startswith("open:") for ax in fig.axes
+                       for text in ax.get_legend().get_texts())
+            assert _problems(fig) == []
+        finally:
+            plt.close(fig)

@@ -180,3 +180,51 @@ def test_every_width_an_encoders_search_tries_is_one_the_encoder_accepts():
     assert any(width % 2 for model, width in tried if model == "encoder_none")
     for key in ("encoder_sinusoidal", "encoder_rope"):
         assert found[8][key]["width"] % 2 == 0
+
+
+def test_a_non_monotone_search_is_searched_again_with_every_rate_at_twice_the_steps():
+    """The fourth set's first rule in the reproduction: the search again fits every rate at
+    twice the sequences (and steps), its steps check the chosen rate at four times; the
+    section's row records both searches, the points and the summary each search's steps."""
+    from sparse_token_estimators.reproduce._bracket import critical_section, protocol_searches
+
+    def val_r2(fit):
+        # 64 sequences (1x): pe_dim 16 to 19 pass, wider fail; 128 and more: monotone from 12
+        passes = fit.width >= 12 if fit.n_train >= 128 else 16 <= fit.width < 20
+        return (0.9 if passes else 0.1) - (0.0 if fit.learning_rate(SMOKE) == 0.03 else 0.05)
+
+    searches = protocol_searches(SMOKE, (8,), ["paper_scaling"], n_train=lambda T: 64,
+                                 start=lambda key, T, before: 4, stop=lambda key, T: 64,
+                                 floor=lambda key, T: 2, again=True)
+    made, records, every = [], None, {}
+    try:
+        while True:
+            fits = searches.send(records)
+            made += fits
+            records = {(f, s): {"val_r2": val_r2(f), "model_name": "paper's model",
+                                "width": f.width, "n_train": f.n_train, "test_r2": val_r2(f),
+                                "test_loss": 1.0, "test_loss_se": 0.0, "fit_cpu_s": 0.0}
+                       for f in fits for s in SMOKE.seeds()}
+            every.update(records)
+    except StopIteration as end:
+        found = end.value
+    outcome = found[8]["paper_scaling"]
+    assert outcome["status"] == "found" and outcome["width"] == 13
+    assert [s["status"] for s in outcome["searches"]] == ["non-monotone", "found"]
+    by_n = {n: {(f.width, f.learning_rate(SMOKE)) for f in made if f.n_train == n}
+            for n in (64, 128, 256)}
+    rates = set(SMOKE.lr_grid("transformer"))
+    assert {lr for _, lr in by_n[128]} == rates  # the search again: every rate
+    assert by_n[256] == {(11, 0.03), (13, 0.03)}  # its steps check: the chosen rate, 4x
+    section = critical_section(SMOKE, found, every, "pe_dim", lambda row: {}, again=True)
+    row = section["critical"][0]
+    assert section["protocol"] == "fourth set"
+    assert (row["star"], row["steps_multiplier"], row["searched_again"]) == (13, 2, True)
+    assert (row["first_status"], row["first_star"]) == ("non-monotone", 16)
+    assert row["settled"] and row["upper_bound"] == 13
+    assert row["test_r2_mean"] == pytest.approx(0.9)  # at 2x, the search that found 13
+    assert {p["steps_multiplier"] for p in section["points"]} == {1, 2, 4}
+    assert all(p["steps_check"] == (p["steps_multiplier"] == 4) for p in section["points"])
+    assert {s["steps_multiplier"] for s in section["summary"]} == {1, 2}
+    # each seed on the 2x fits (on the 1x fits it would be 16)
+    assert {p["star"] for p in section["critical_per_seed"]} == {13}

@@ -866,3 +866,98 @@ def test_third_set_scaling_keeps_its_rule(protocol, kwargs, expected):
     protocol["width_scaling"].update(protocol="third set", lr_schedule="cosine")
     c = judge(protocol, "transformer width scaling")
     assert c["verdict"] == expected and c["set"] == "third"
+
+
+# -- the fourth set: an unsettled width still bounds verdicts 4 and 5 -----------------------
+
+
+def unsettle(section, T, star, lower):
+    """The row at T unsettled: ``star`` found at the base steps, ``lower`` passing with twice
+    the steps (the steps check moves the bracket down), under the fourth set."""
+    section["protocol"], section["lr_schedule"] = "fourth set", "cosine"
+    row = next(x for x in section["critical"] if x["seq_len"] == T)
+    row.update(star=star, lower=lower, status="unresolved", settled=False, upper_bound=star,
+               doubled_scores={str(lower): 0.81, str(star): 0.86},
+               reason=f"the bracket moves under the steps check: {lower} reaches 0.8 with "
+                      "twice the steps (0.81)")
+    for x in section["critical"]:
+        x.setdefault("settled", x["status"] in ("found", "at start", "> stop"))
+    return row
+
+
+def test_fourth_set_scaling_counts_an_unsettled_t_whose_bound_is_met(protocol):
+    set_scaling(protocol, WITHIN)
+    unsettle(protocol["width_scaling"], 64, 76, 64)  # 76 <= 1.5 x 59 = 88.5
+    c = judge(protocol, "transformer width scaling")
+    assert c["verdict"] == "supported" and c["set"] == "fourth", c["inconclusive_reasons"]
+    assert "T=64: pe_dim* 76 (unsettled, bound met" in c["evidence"]
+    assert "fourth set" in c["note"] and "unsettled, bound met" in c["statement"]
+
+
+def test_fourth_set_scaling_is_inconclusive_where_the_bound_is_missed(protocol):
+    set_scaling(protocol, WITHIN)
+    unsettle(protocol["width_scaling"], 64, 108, 76)  # 108 > 88.5; 76 passes with 2x
+    c = judge(protocol, "transformer width scaling")
+    assert c["verdict"] == "inconclusive" and c["set"] == "fourth"
+    assert any("at T=64 pe_dim* is unresolved" in x and "108, is above 1.5 x pe_dim_best"
+               in x for x in c["inconclusive_reasons"]), c["inconclusive_reasons"]
+
+
+def test_the_third_set_does_not_count_an_unsettled_t(protocol):
+    set_scaling(protocol, WITHIN)
+    unsettle(protocol["width_scaling"], 64, 76, 64)
+    protocol["width_scaling"]["protocol"] = "third set"
+    c = judge(protocol, "transformer width scaling")
+    assert c["verdict"] == "inconclusive" and c["set"] == "third"
+
+
+def test_fourth_set_an_unsettled_pe_dim_star_cannot_fail_the_fcn_ordering(protocol):
+    # d + 76 = 78 >= the FCN's m* 70 at T = 64: a measured pe_dim* would fail there, an
+    # upper bound leaves it open
+    set_scaling(protocol, WITHIN, fcn={8: 80, 16: 160, 32: 300, 64: 70})
+    unsettle(protocol["width_scaling"], 64, 76, 64)
+    c = judge(protocol, "transformer width scaling")
+    assert c["verdict"] == "inconclusive"
+    assert any("d + pe_dim* = 78 lies in the FCN's bracket" in x
+               for x in c["inconclusive_reasons"])
+
+
+def test_fourth_set_tightness_counts_an_unsettled_t_whose_bound_is_met(protocol):
+    set_tightness(protocol, {3: 10, 4: 14, 6: 40})  # 4 T d = 48 at T = 6
+    unsettle(protocol["fcn_tightness"], 6, 40, 34)
+    c = judge(protocol, "FCN tightness")
+    assert c["verdict"] == "supported" and c["set"] == "fourth", c["inconclusive_reasons"]
+    assert "m* 40 = 3.33 T*d (unsettled, bound met" in c["evidence"]
+
+
+def test_fourth_set_tightness_is_inconclusive_where_the_bound_is_missed(protocol):
+    set_tightness(protocol, {3: 10, 4: 14, 6: 50})
+    unsettle(protocol["fcn_tightness"], 6, 50, 40)  # 50 > 48; 40 passes with 2x
+    c = judge(protocol, "FCN tightness")
+    assert c["verdict"] == "inconclusive" and c["set"] == "fourth"
+    assert "at T=6 m* is unresolved" in c["inconclusive_reasons"][0]
+    assert "50, is above 4 T*d = 48.0" in c["inconclusive_reasons"][0]
+
+
+def test_fourth_set_non_monotone_stays_unresolved(protocol):
+    set_tightness(protocol, {3: 10, 4: 14, 6: 40}, {6: "non-monotone"})
+    protocol["fcn_tightness"].update(protocol="fourth set", lr_schedule="cosine")
+    c = judge(protocol, "FCN tightness")
+    assert c["verdict"] == "inconclusive" and "non-monotone" in c["inconclusive_reasons"][0]
+
+
+def test_the_fourth_set_is_recorded(smoke):
+    from sparse_token_estimators._critical_width import AGAIN
+    from sparse_token_estimators.reproduce._verdicts import SETS
+
+    recorded = smoke["thresholds"]
+    assert recorded["sets"] == SETS and SETS["fourth"] == "2026-12-05"
+    assert recorded["search_again_steps"] == THRESHOLDS["search_again_steps"] == AGAIN == 2
+    # SMOKE's scaling law and FCN searches follow it (a decaying rate), the architectures not
+    assert smoke["width_scaling"]["protocol"] == smoke["fcn_tightness"]["protocol"] \
+        == "fourth set"
+    assert smoke["architectures"]["protocol"] == "third set"
+    assert {c["claim"]: c["set"] for c in smoke["claims"]}["FCN tightness"] == "fourth"
+    for row in smoke["width_scaling"]["critical"]:
+        assert row["steps"] == SMOKE.scaling_training.steps(
+            row["steps_multiplier"] * SMOKE.scaling_n_train_at(row["seq_len"]))

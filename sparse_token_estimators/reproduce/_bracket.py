@@ -1,4 +1,4 @@
-"""The reproduction's critical-width searches: the protocol of the second and third sets.
+"""The reproduction's critical-width searches: the protocol of the second to fourth sets.
 
 Every critical width of a run (the paper's model's pe_dim*, the FCN's m*,
 each architecture's smallest width) is found by the bracketing search of
@@ -12,7 +12,12 @@ refitted with twice the steps at their chosen rate, at every T. Under the
 third set's recipe each fit's rate decays to 0 by a cosine over its steps
 (the grid gives the peak rates; the doubled fits decay over twice the steps);
 the recipe is the trainings' ``lr_schedule``, and :func:`critical_section`
-records it and the set it belongs to.
+records it and the set it belongs to. Under the fourth set (the third's recipe
+and two rules: :func:`fourth_set`), the scaling law's and the FCN's searches
+are searched again at a T with twice the steps where a width fails although a
+narrower one passed (``search_steps(search_again=True)``); each row records the
+steps its search used (``steps_multiplier``), the first search where there
+were two, and whether the steps check settled its width.
 :func:`protocol_searches` turns those searches into rounds of
 :class:`~._models.Fit` (a rate per fit) whose records come back from the
 run's one runner; the rest of this module makes the tables of what they found.
@@ -48,36 +53,41 @@ def _best(means):
 def protocol_search(config, search, make_fit, rates):
     """Generator: the requests of one search (``search_steps(...)``) as rounds of fits;
     returns what the search returned, with ``chosen_lr`` (width -> rate),
-    ``chosen_lr_per_seed`` (width -> {seed: that seed's best rate}) and ``fits``
-    (``(width, lr, times, fit)`` of every fit it asked for).
+    ``chosen_lr_per_seed`` (width -> {seed: that seed's best rate}), both of the search
+    that gave the result and in each of its ``searches`` too, and ``fits`` (``(width, lr,
+    times, check, fit)`` of every fit it asked for).
 
-    A request ``(width, 1)`` is fitted at every rate of ``rates``
-    (``make_fit(width, lr, 1)``) and scored by the best mean validation R^2 over
-    the seeds (the fits' own, ``Fit.seeds``); ``(width, 2)`` at the rate chosen there, with
-    twice the steps."""
-    chosen, per_seed, made = {}, {}, []
+    A request ``(width, times)`` is fitted at every rate of ``rates``
+    (``make_fit(width, lr, times)``) and scored by the best mean validation R^2 over
+    the seeds (the fits' own, ``Fit.seeds``); a steps check ``(width, 2 times, True)`` at
+    the rate chosen there, with twice the steps."""
+    chosen, per_seed, made = {}, {}, []  # chosen and per_seed by the search's own steps
     request = next(search)
     while True:
-        width, times = request
-        asked = rates if times == 1 else [chosen[width]] if chosen.get(width) is not None \
-            else []
+        width, times, check = request
+        own = chosen.setdefault(times // 2 if check else times, {})
+        asked = rates if not check else [own[width]] if own.get(width) is not None else []
         fits = {lr: make_fit(width, lr, times) for lr in asked}
-        made += [(width, lr, times, f) for lr, f in fits.items()]
+        made += [(width, lr, times, check, f) for lr, f in fits.items()]
         records = yield list(fits.values())
         best, score = _best({lr: float(np.mean([records[f, s]["val_r2"]
                                                 for s in f.seeds(config)]))
                              for lr, f in fits.items()})
-        if times == 1:
-            chosen[width] = best
+        if not check:
+            own[width] = best
             # one model per search: its fits share their seeds
             seeds = sorted({s for f in fits.values() for s in f.seeds(config)})
-            per_seed[width] = {s: _best({lr: records[f, s]["val_r2"]
-                                         for lr, f in fits.items()})[0] for s in seeds}
+            per_seed.setdefault(times, {})[width] = {
+                s: _best({lr: records[f, s]["val_r2"] for lr, f in fits.items()})[0]
+                for s in seeds}
         try:
             request = search.send(score)
         except StopIteration as end:
-            return {**end.value, "chosen_lr": chosen, "chosen_lr_per_seed": per_seed,
-                    "fits": made}
+            searches = [{**s, "chosen_lr": chosen.get(s["steps_multiplier"], {}),
+                         "chosen_lr_per_seed": per_seed.get(s["steps_multiplier"], {})}
+                        for s in end.value["searches"]]
+            return {**end.value, "searches": searches, "chosen_lr": searches[-1]["chosen_lr"],
+                    "chosen_lr_per_seed": searches[-1]["chosen_lr_per_seed"], "fits": made}
 
 
 def lockstep(searches):
@@ -113,7 +123,7 @@ def width_multiple(model):
     return encoder_width_multiple(params["n_heads"], params.get("positional_encoding"))
 
 
-def protocol_searches(config, lens, keys, *, n_train, start, stop, floor):
+def protocol_searches(config, lens, keys, *, n_train, start, stop, floor, again=False):
     """Generator: at each T of ``lens`` in increasing order, one :func:`protocol_search` per
     model of ``keys`` (keys of ``MODELS``), in :func:`lockstep`, at the rates of each
     model's family, training on ``n_train(T)`` fresh sequences every epoch
@@ -121,8 +131,10 @@ def protocol_searches(config, lens, keys, *, n_train, start, stop, floor):
 
     ``start(key, T, outcome at the T before or None)``, ``stop(key, T)``,
     ``floor(key, T)``: the search's first, widest and narrowest width (each taken to a
-    multiple of :func:`width_multiple`). Returns ``{T: {key: outcome}}``, each outcome
-    with its ``stop``.
+    multiple of :func:`width_multiple`). ``again``: the fourth set's first rule, a
+    search in which a width fails although a narrower one passed is searched again at that
+    T with twice the steps (``search_steps(search_again=True)``). Returns ``{T: {key:
+    outcome}}``, each outcome with its ``stop``.
     """
     found, previous = {}, {}
     for T in lens:
@@ -133,7 +145,7 @@ def protocol_searches(config, lens, keys, *, n_train, start, stop, floor):
             tops[key] = top
             first = min(max(start(key, T, previous.get(key)), bottom), top) // m * m
             search = search_steps(first, target=TARGET_R2, stop=top, floor=bottom,
-                                  factor=2.0, refine=REFINE, multiple=m)
+                                  factor=2.0, refine=REFINE, multiple=m, search_again=again)
             searches[key] = protocol_search(
                 config, search, partial(population_fit, config, key, T, n_train(T)),
                 config.lr_grid(MODELS[key].family))
@@ -158,34 +170,38 @@ POINT_RECORD = ("n_train", "val_r2", "test_r2", "test_loss", "test_loss_se", "fi
 
 def collect_points(config, records, found, parameter):
     """Every fit of the searches (``found``: :func:`protocol_searches`'s ``{T: {key:
-    outcome}}``), a row per (T, key, width, rate, steps, seed), and the mean over seeds
-    at each width's chosen rate (1x steps)."""
+    outcome}}``), a row per (T, key, width, rate, steps, seed; ``steps_check``: a fit of
+    the steps check), and the mean over seeds at each width's chosen rate at each
+    search's own steps (``steps_multiplier`` 1, and 2 where searched again)."""
     points = []
     for T, outcomes in found.items():
         for model, o in outcomes.items():
-            # the rows in increasing width, those with twice the steps last
-            for w, lr, times, fit in sorted(o["fits"], key=lambda f: (f[2], f[0])):
+            chosen_at = {s["steps_multiplier"]: s["chosen_lr"] for s in o["searches"]}
+            # the rows in increasing width, those with more steps last
+            for w, lr, times, check, fit in sorted(o["fits"], key=lambda f: (f[2], f[0])):
                 for seed in fit.seeds(config):
                     r = records[fit, seed]
                     points.append({"model": model, "model_name": r["model_name"],
                                    "key": model, "seq_len": T,
                                    "parameter": parameter, "value": w, "width": r["width"],
                                    "lr": lr, "steps_multiplier": times,
-                                   "chosen": lr == o["chosen_lr"].get(w), "seed": seed,
-                                   **{k: r[k] for k in POINT_RECORD}})
-    chosen = [p for p in points if p["chosen"] and p["steps_multiplier"] == 1]
-    return points, summarise(chosen, ["key", "model", "seq_len", "parameter", "value", "lr"],
-                             ["val_r2", "test_r2", "test_loss"])
+                                   "chosen": check or lr == chosen_at[times].get(w),
+                                   "seed": seed, **{k: r[k] for k in POINT_RECORD},
+                                   "steps_check": check})
+    chosen = [p for p in points if p["chosen"] and not p["steps_check"]]
+    return points, summarise(chosen, ["key", "model", "seq_len", "parameter", "value", "lr",
+                                      "steps_multiplier"], ["val_r2", "test_r2", "test_loss"])
 
 
 def per_seed_rows(config, points, found):
     """``[{"key", "seq_len", "seed", "star"}]``: each seed's own critical width at each T
-    (the smallest width at which its own best rate reaches the target; None if none)."""
+    (the smallest width at which its own best rate reaches the target, at the steps of
+    the search that gave the T's width; None if none)."""
     rows = []
     for T, outcomes in found.items():
-        for key in outcomes:
+        for key, o in outcomes.items():
             own = [p for p in points if p["seq_len"] == T and p["key"] == key
-                   and p["steps_multiplier"] == 1]
+                   and p["steps_multiplier"] == o["steps_multiplier"] and not p["steps_check"]]
             for s in model_seeds(key, config):
                 best = {}
                 for p in own:
@@ -203,16 +219,30 @@ def _by_width(values):
     return {str(w): v for w, v in sorted(values.items())}
 
 
+def _first_search(o):
+    """The first search of an outcome searched again with twice the steps (the fourth set's
+    first rule), as ``first_*`` items of its row; None where it was not."""
+    first = o["searches"][0] if len(o["searches"]) > 1 else None
+    items = {"status": "status", "star": "width", "reason": "reason"}
+    return {**{f"first_{k}": first[v] if first else None for k, v in items.items()},
+            "first_lower": first["bracket"][0] if first else None,
+            "first_scores": _by_width(first["scores"]) if first else None,
+            "first_chosen_lr": _by_width(first["chosen_lr"]) if first else None}
+
+
 def critical_rows(config, found, summary, extra):
     """One row per (T, key): the critical width found, its bracket, status and reason,
-    the chosen rates, the steps check, the held-out R^2 at the chosen rate and what
-    ``extra(row)`` adds."""
+    the chosen rates, the steps check, the held-out R^2 at the chosen rate, the steps
+    of the search that found it (``steps_multiplier``), whether the steps check settled
+    it (``settled``, ``upper_bound``), the first search where it was searched again
+    (``searched_again``, ``first_*``) and what ``extra(row)`` adds."""
     rows = []
     for T, outcomes in found.items():
         for key, o in outcomes.items():
             lower, upper = o["bracket"]
-            star = o["width"]
-            at = find(summary, key=key, seq_len=T, value=star) if star else None
+            star, times = o["width"], o["steps_multiplier"]
+            at = find(summary, key=key, seq_len=T, value=star, steps_multiplier=times) \
+                if star else None
             row = {
                 "key": key, "model": key,
                 "model_name": model_name(key, config), "seq_len": T,
@@ -227,7 +257,9 @@ def critical_rows(config, found, summary, extra):
                 "lr_at_star": o["chosen_lr"].get(star) if star else None,
                 **{k: at[k] if at else None for k in ("val_r2_mean", "test_r2_mean",
                                                       "test_r2_sd")},
-                "td": T * config.token_dim}
+                "td": T * config.token_dim, "steps_multiplier": times,
+                "settled": o["settled"], "upper_bound": o["upper_bound"],
+                "searched_again": len(o["searches"]) > 1, **_first_search(o)}
             rows.append({**row, **extra(row)})
     return rows
 
@@ -239,6 +271,29 @@ def star_text(row, offset=0):
     if row["status"] == "> stop":
         return f"> {offset + row['lower']}"
     return "-"
+
+
+def search_text(row):
+    """A critical row's search as a table shows it: its status; under the fourth set's
+    second rule (rows with ``bound_met``: verdicts 4 and 5) an unsettled width as
+    "unsettled, bound met", or unresolved with the bound not met; and where the first rule
+    searched it again, with how many times the steps and how the first search ended."""
+    text = row["status"]
+    if row.get("bound_met") is not None:
+        text = ("unsettled, bound met" if row["bound_met"] else
+                "unresolved (unsettled, bound not met)")
+    if row.get("searched_again"):
+        text += (f" (searched again with {row['steps_multiplier']}x the steps; the first "
+                 f"search {row['first_status']})")
+    return text
+
+
+def _check_text(row):
+    """The steps check's mean validation R^2 at each width refitted, "-" where none; the
+    multiple of the configured steps it used where not 2 (a search again: 4x)."""
+    text = ", ".join(f"{w}: {v:.3f}" for w, v in row["doubled_scores"].items()) or "-"
+    times = row.get("steps_multiplier", 1)
+    return text if times == 1 or text == "-" else f"({2 * times}x) {text}"
 
 
 def bracket_text(row):
@@ -255,13 +310,12 @@ COLUMNS = {
     "T": Column("T", lambda r: str(r["seq_len"])),
     "width": Column(None, lambda r: star_text(r, r.get("width_offset", 0))),
     "bracket": Column("bracket", bracket_text),
-    "search": Column("search", lambda r: r["status"], "l"),
+    "search": Column("search", lambda r: search_text(r), "l"),
     "held-out R^2": Column("held-out R^2", lambda r: "-" if r["test_r2_mean"] is None
                            else f"{r['test_r2_mean']:.3f} ± {r['test_r2_sd']:.3f}"),
     "rate": Column(None, lambda r: fmt(r["lr_at_star"], "g")),
-    # the mean validation R^2 with twice the steps at each width refitted
-    "2x steps": Column("2x steps (val R^2)", lambda r: ", ".join(
-        f"{w}: {v:.3f}" for w, v in r["doubled_scores"].items()) or "-", "l"),
+    # the mean validation R^2 with twice the search's steps at each width refitted
+    "2x steps": Column("2x steps (val R^2)", lambda r: _check_text(r), "l"),
     "rates": Column(None, lambda r: ", ".join(
         f"{w}: {fmt(lr, 'g')}" for w, lr in r["chosen_lr"].items()), "l"),
 }
@@ -283,7 +337,7 @@ def reason_lines(rows, named=False):
     """``At T=..: reason.`` for each row whose search did not end "found" (``named``:
     ``<model name> at T=..``)."""
     return [f"{r['model_name'] + ' at' if named else 'At'} T={r['seq_len']}: {r['reason']}."
-            for r in rows if r["status"] != "found"]
+            for r in rows if r["status"] != "found" or r.get("searched_again")]
 
 
 #: how a summary says each ``lr_schedule`` of a search's fits
@@ -296,6 +350,31 @@ def schedule_text(section):
     return SCHEDULE_TEXT.get(section.get("lr_schedule", "constant"), section.get("lr_schedule"))
 
 
+def steps_text(section):
+    """The steps of a critical-width section's searches at each T (before the steps check),
+    and where a T was searched again with twice the steps, its first search's."""
+    rows = [r for r in section["critical"] if r.get("steps") is not None]
+    if not rows:  # results that record the steps per T apart, or one number for all
+        if section.get("steps_per_T"):
+            return ", ".join(f"{v} at T={T}" for T, v in section["steps_per_T"].items())
+        if "steps" not in section:
+            return "not recorded"
+        return f"{section['steps']} at every T ({section['n_train']} sequences per epoch)"
+    return ", ".join(
+        f"{r['steps']} at T={r['seq_len']}" + (
+            f" (searched again with twice the steps; the first search {r['first_steps']}, "
+            f"{r['first_status']})" if r.get("searched_again") else "") for r in rows)
+
+
+def again_text(section):
+    """The fourth set's first rule in words, for a section whose searches followed it."""
+    if section.get("protocol") != "fourth set":
+        return ""
+    return ("; where a width fails although a narrower one passed, that T is searched "
+            "again with twice the steps (its steps check with four times), both searches "
+            "reported (fourth set)")
+
+
 def scoring_text(section, n_seeds):
     """How a width's score reaches the target, for a single-model summary."""
     rates = ", ".join(f"{lr:g}" for lr in section["lr_grid"])
@@ -303,17 +382,28 @@ def scoring_text(section, n_seeds):
             f"{schedule_text(section)}) reaches {section['target_r2']}")
 
 
-def critical_section(config, found, records, parameter, extra):
+def fourth_set(training):
+    """Whether the searches of ``training`` (a :class:`~._config.Training`) follow the
+    fourth set's rules (a search in which a width fails although a narrower one passed is
+    searched again with twice the steps; verdicts 4 and 5 count an unsettled width whose
+    bound is met): under the third set's recipe, the rate decayed by a cosine, to which
+    the fourth set adds them."""
+    return training.lr_schedule == "cosine"
+
+
+def critical_section(config, found, records, parameter, extra, again=False):
     """A critical-width experiment's section: every fit, the mean over seeds at each
     width's chosen rate, a row per (T, key) with ``extra(row)``, each seed's own width,
-    and the rate grids."""
+    the rate grids and the set of verdicts whose protocol the searches followed
+    (``again``: searched again where non-monotone, the fourth set's first rule)."""
     points, summary = collect_points(config, records, found, parameter)
     keys = {k for outcomes in found.values() for k in outcomes}
     schedules = {training(m, config).lr_schedule for m in keys} or {"constant"}
     schedule = schedules.pop() if len(schedules) == 1 else "mixed"
-    return {"target_r2": TARGET_R2, "refine": REFINE,
-            # the third set's recipe decays every rate; a constant rate is the second's
-            "protocol": "third set" if schedule == "cosine" else "second set",
+    # the third set's recipe decays every rate (the fourth adds its rules to it); a
+    # constant rate is the second's
+    protocol = "second set" if schedule != "cosine" else "fourth set" if again else "third set"
+    return {"target_r2": TARGET_R2, "refine": REFINE, "protocol": protocol,
             "lr_grids": {MODELS[m].family: list(config.lr_grid(MODELS[m].family))
                          for m in sorted(keys)},
             "lr_schedule": schedule,

@@ -20,12 +20,15 @@ from ..theory import fcn_critical_width
 from ._bracket import (
     TARGET_R2,
     Column,
+    again_text,
     critical_section,
     critical_table,
+    fourth_set,
     protocol_searches,
     reason_lines,
     scoring_text,
     star_text,
+    steps_text,
 )
 from ._experiment import Experiment, config_of, fmt, markdown_table, seeds_text
 from ._figures import (
@@ -35,6 +38,8 @@ from ._figures import (
     not_reached,
     powers_of_two_ticks,
     pyplot,
+    unsettled_entry,
+    unsettled_marks,
 )
 from ._models import model_name
 
@@ -58,22 +63,30 @@ class FCNTightness(Experiment):
             config, config.tightness_seq_lens(), [MODEL], n_train=config.tightness_n_train,
             start=lambda key, T, previous: _bound_width(config, T),
             stop=lambda key, T: MAX_FACTOR * T * d,
-            floor=lambda key, T: max(1, min(_bound_width(config, T), T * d) // 2))
+            floor=lambda key, T: max(1, min(_bound_width(config, T), T * d) // 2),
+            again=fourth_set(config.tightness_training))
 
     def collect(self, config, records, found=None):
-        d = config.token_dim
+        d, training = config.token_dim, config.tightness_training
 
         def extra(row):
-            T, n_train = row["seq_len"], config.tightness_n_train(row["seq_len"])
+            T, times, bound = row["seq_len"], row["steps_multiplier"], row["upper_bound"]
+            n_train = config.tightness_n_train(T)
             return {"stop": MAX_FACTOR * T * d, "bound_width": _bound_width(config, T),
-                    "n_train": n_train, "steps": config.tightness_training.steps(n_train),
+                    "n_train": times * n_train, "steps": training.steps(times * n_train),
+                    "check_steps": training.steps(2 * times * n_train),
+                    "first_steps": training.steps(n_train) if row["searched_again"] else None,
                     "star_over_td": None if row["star"] is None else row["star"] / row["td"],
-                    "bound_over_td": _bound_width(config, T) / row["td"]}
+                    "bound_over_td": _bound_width(config, T) / row["td"],
+                    # the fourth set's second rule: an unsettled m* bounds it from above
+                    "bound_met": None if row["settled"] or bound is None
+                    or not fourth_set(training) else bound <= MAX_FACTOR * row["td"]}
 
         return {"max_factor": MAX_FACTOR, "model": MODEL,
                 "model_name": model_name(MODEL, config),
                 "lr_grid": list(config.lr_grid("fcn")),
-                **critical_section(config, found, records, "hidden_width", extra)}
+                **critical_section(config, found, records, "hidden_width", extra,
+                                   again=fourth_set(training))}
 
     tables = {"fcn_tightness_points.csv": "points", "fcn_tightness.csv": "critical",
               "fcn_tightness_per_seed.csv": "critical_per_seed"}
@@ -83,10 +96,11 @@ class FCNTightness(Experiment):
         lines = [f"{s['model_name']}: the smallest hidden_width m* whose validation R^2 "
                  f"{scoring_text(s, config.n_seeds)}, searched from the bound's width up to "
                  f"{s['max_factor']} T*d, refined to a factor {s['refine']:.3f} and confirmed "
-                 "at the next width, trained on fresh sequences every epoch; both bracketing "
+                 "at the next width, trained on fresh sequences every epoch (steps per T: "
+                 f"{steps_text(s)}); both bracketing "
                  "widths (past the stop: the widest) refitted with twice the sequences and "
-                 "steps at every T; beside it, the narrowest width the bound allows (sanity "
-                 "check, guaranteed).", ""]
+                 "steps at every T" + again_text(s) + "; beside it, the narrowest width the "
+                 "bound allows (sanity check, guaranteed).", ""]
         lines += critical_table(s["critical"], [
             "T", Column("T*d", lambda r: str(r["td"])), "width", "bracket", "search",
             Column("m* / T*d", lambda r: fmt(r["star_over_td"], ".2f")),
@@ -134,7 +148,7 @@ def plot_critical_widths(results):
     fig, ax = plt.subplots(figsize=(8, 4.6))
     critical = {key: results.get(key, {}).get("critical", [])
                 for key in ("width_scaling", "fcn_tightness")}
-    plotted = []
+    plotted, opened = [], False
     for key, offset, model, label in (
             ("width_scaling", d, "paper", "transformer (paper's model): d + pe_dim*"),
             ("fcn_tightness", 0, "fcn", "FCN: m*")):
@@ -151,6 +165,10 @@ def plot_critical_widths(results):
         td = [r["td"] for r in rows]
         plotted += td + list(found_with_bracket(ax, td, rows, offset, label=label,
                                                 **STYLES[model]))
+        opened |= unsettled_marks(ax, td, rows, offset, color=STYLES[model]["color"],
+                                  marker=STYLES[model]["marker"])
+    if opened:
+        unsettled_entry(ax)
     best = [r for r in critical["width_scaling"] if r.get("pe_dim_best")]
     if best:
         ax.plot([r["td"] for r in best], [d + r["pe_dim_best"] for r in best], color="black",

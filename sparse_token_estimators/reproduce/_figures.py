@@ -99,6 +99,30 @@ def found_with_bracket(ax, x, rows, offset=0, **style):
     return star
 
 
+def settled(row):
+    """Whether the steps check settled a critical row's width (rows from before the fourth
+    set record no ``settled``: their status says it)."""
+    return row.get("settled", row["status"] in ("found", "at start", "> stop"))
+
+
+def unsettled_marks(ax, x, rows, offset=0, *, color, marker="o", label=None):
+    """Open markers over the widths found (critical ``rows`` with one, plus ``offset``,
+    against ``x``) that the steps check did not settle, drawn over
+    :func:`found_with_bracket`'s filled ones; nothing where every width is settled.
+    Whether it drew any."""
+    points = [(xi, offset + r["star"]) for xi, r in zip(x, rows) if not settled(r)]
+    if points:
+        ax.scatter(*zip(*points), marker=marker, s=42, facecolors="white", edgecolors=color,
+                   linewidths=1.5, zorder=3, label=label)
+    return bool(points)
+
+
+def unsettled_entry(ax, label="open: a width the steps check did not settle"):
+    """One legend entry (a grey open circle) for the open markers of several models."""
+    ax.scatter([], [], marker="o", s=42, facecolors="white", edgecolors="gray",
+               linewidths=1.5, label=label)
+
+
 def not_reached(ax, x, y, **style):
     """Triangles at (T, the widest width fitted) where a search did not reach the target."""
     ax.scatter(x, y, marker="^", s=50, **style)

@@ -23,7 +23,7 @@ from ._models import MODELS, describe_models
 from ._progress import Progress
 from ._records import RecordStore
 from ._registry import EXPERIMENTS
-from ._verdicts import FIXED_ON, RESOLUTION, THRESHOLDS, assess_claims
+from ._verdicts import FIXED_ON, RESOLUTION, SETS, THRESHOLDS, assess_claims
 
 
 def _theory_references(config):
@@ -168,7 +168,7 @@ def run(config=QUICK, *, progress=True, store=None):
          "used_by": used_by[fit]}
         for (fit, seed), record in sorted(records.items())
     ]
-    results["thresholds"] = {**THRESHOLDS, "fixed_on": FIXED_ON,
+    results["thresholds"] = {**THRESHOLDS, "fixed_on": FIXED_ON, "sets": dict(SETS),
                              "fixed_before_the_run": True, "resolution": dict(RESOLUTION)}
     results["claims"] = assess_claims(results)
     results["elapsed_s"] = time.perf_counter() - start

@@ -24,15 +24,27 @@ from ..theory import transformer_pe_scale
 from ._bracket import (
     TARGET_R2,
     Column,
+    again_text,
     critical_section,
     critical_table,
+    fourth_set,
     protocol_searches,
     reason_lines,
     scoring_text,
+    steps_text,
 )
 from ._experiment import Experiment, best_case, config_of, fmt, loglog_slope
-from ._figures import STYLES, found_with_bracket, legend_beside, legend_or_note, not_reached, pyplot
+from ._figures import (
+    STYLES,
+    found_with_bracket,
+    legend_beside,
+    legend_or_note,
+    not_reached,
+    pyplot,
+    unsettled_marks,
+)
 from ._models import model_name
+from ._verdicts import THRESHOLDS
 
 MODEL = "paper_scaling"
 
@@ -81,22 +93,30 @@ class WidthScaling(Experiment):
             start=lambda key, T, previous: previous["width"] if previous and previous["width"]
             else config.scaling_pe_start,
             stop=lambda key, T: config.scaling_pe_stop,
-            floor=lambda key, T: config.scaling_pe_floor)
+            floor=lambda key, T: config.scaling_pe_floor,
+            again=fourth_set(config.scaling_training))
 
     def collect(self, config, records, found=None):
-        q = config.n_selected
+        q, training = config.n_selected, config.scaling_training
         best = {T: best_case(T, q, TARGET_R2) for T in found}
+        limit = THRESHOLDS["scaling_best_factor"]
 
         def extra(row):
-            star, T = row["star"], row["seq_len"]
-            n_train = config.scaling_n_train_at(T)
+            star, T, times = row["star"], row["seq_len"], row["steps_multiplier"]
+            n_train, bound = config.scaling_n_train_at(T), row["upper_bound"]
             return {"width_star": None if star is None else config.token_dim + star,
-                    "n_train": n_train, "steps": config.scaling_training.steps(n_train),
+                    "n_train": times * n_train, "steps": training.steps(times * n_train),
+                    "check_steps": training.steps(2 * times * n_train),
+                    "first_steps": training.steps(n_train) if row["searched_again"] else None,
                     "pe_dim_best": best[T],
                     "star_over_best": None if star is None else star / best[T],
-                    "q_log_t": transformer_pe_scale(T, q)}
+                    "q_log_t": transformer_pe_scale(T, q),
+                    # the fourth set's second rule: an unsettled pe_dim* bounds it from above
+                    "bound_met": None if row["settled"] or bound is None
+                    or not fourth_set(training) else bound <= limit * best[T]}
 
-        s = critical_section(config, found, records, "pe_dim", extra)
+        s = critical_section(config, found, records, "pe_dim", extra,
+                             again=fourth_set(training))
         rows = [r for r in s["critical"] if r["star"] is not None]
         slope = loglog_slope([r["seq_len"] for r in rows], [r["star"] for r in rows]) \
             if len(rows) >= 2 else None
@@ -104,7 +124,8 @@ class WidthScaling(Experiment):
         best_slope = loglog_slope(lens, [best[T] for T in lens]) if len(lens) >= 2 else None
         low, high, used = bootstrap_slope(
             {r["seq_len"]: [p for p in s["points"] if p["seq_len"] == r["seq_len"]
-                            and p["chosen"] and p["steps_multiplier"] == 1]
+                            and p["chosen"] and not p["steps_check"]
+                            and p["steps_multiplier"] == r["steps_multiplier"]]
              for r in rows}, config.seeds())
         return {**s, "model": MODEL, "model_name": model_name(MODEL, config),
                 "n_train": config.scaling_n_train,
@@ -124,9 +145,10 @@ class WidthScaling(Experiment):
         lines = [f"{s['model_name']}: the smallest pe_dim whose validation R^2 "
                  f"{scoring_text(s, config.n_seeds)}, by a bracketing search refined to a factor "
                  f"{s['refine']:.3f} and confirmed at the next width; trained on the "
-                 f"population (fresh sequences every epoch; steps per T: {_steps_text(s)}); "
+                 f"population (fresh sequences every epoch; steps per T: {steps_text(s)}); "
                  "both bracketing widths refitted with twice the sequences and steps "
-                 "at every T (steps check). Beside it pe_dim_best: the best case W = c I at "
+                 f"at every T (steps check){again_text(s)}. Beside it pe_dim_best: the best "
+                 "case W = c I at "
                  "its best c, fresh positional draws per sequence, no training.", ""]
         lines += critical_table(s["critical"], [
             "T", "width", "bracket", "search",
@@ -141,14 +163,6 @@ class WidthScaling(Experiment):
 
     def figures(self):
         return {"width_scaling.png": plot_width_scaling}
-
-
-def _steps_text(section):
-    """The steps of the fits at each T (before the doubling check)."""
-    steps = section.get("steps_per_T") or {}
-    if not steps:
-        return f"{section['steps']} at every T ({section['n_train']} sequences per epoch)"
-    return ", ".join(f"{v} at T={T}" for T, v in steps.items())
 
 
 def _interval(section):
@@ -171,6 +185,9 @@ def plot_width_scaling(results):
         stars = found_with_bracket(
             ax, lens, rows, label=f"pe_dim* (mean R^2 over {config.n_seeds} seeds); bar: bracket",
             **STYLES["paper"])
+        unsettled_marks(ax, lens, rows, color=STYLES["paper"]["color"],
+                        label="open: a pe_dim* the steps check did not settle (the "
+                              "summary says why)")
         seeds = [p for p in s["critical_per_seed"] if p["star"] is not None]
         ax.scatter([p["seq_len"] * (1 + 0.03 * (p["seed"] % 3 - 1)) for p in seeds],
                    [p["star"] for p in seeds], s=14, marker="x", color="tab:blue", alpha=0.6,
