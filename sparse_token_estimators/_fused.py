@@ -101,7 +101,9 @@ class StackedRound:
     """
 
     def __init__(self, n):
-        self.cond = threading.Condition()
+        self.cond = threading.Condition()  # the group's (the rounds): one lock for all
+        # each member waits on its own: a turn wakes the one member whose turn it is
+        self.turns = [threading.Condition(self.cond) for _ in range(n)]
         self.active = set(range(n))
         self.waiting = {}
         self.results = {}
@@ -116,7 +118,7 @@ class StackedRound:
         """Wait for member ``k``'s first turn (in its thread, before its fit)."""
         with self.cond:
             while self.turn != k:
-                self.cond.wait()
+                self.turns[k].wait()
 
     def submit(self, k, request):
         """Member ``k``'s batch -> its step (``{"loss", "y_pred"}``), after the round."""
@@ -126,7 +128,7 @@ class StackedRound:
             self.waiting[k] = request
             self._pass(k)
             while self.turn != k:
-                self.cond.wait()
+                self.turns[k].wait()
             result = self.results.pop(k, None)
             if self.stop is not None:
                 raise self.stop
@@ -148,7 +150,7 @@ class StackedRound:
         with self.cond:
             if self.stop is None:
                 self.stop = exc
-            self.cond.notify_all()
+            self._wake()
 
     def _pass(self, k):
         """The turn after member ``k``'s: the next member that has not handed its batch;
@@ -156,7 +158,11 @@ class StackedRound:
         ready = sorted(self.active - set(self.waiting))
         later = [j for j in ready if j > k]
         self.turn = (later or ready or [None])[0]
-        self.cond.notify_all()
+        self._wake()
+
+    def _wake(self):
+        """Wake whoever's turn it is: a member, or the group's round (``turn`` None)."""
+        (self.cond if self.turn is None else self.turns[self.turn]).notify()
 
     def _tick(self):
         """Share the CPU seconds since the last tick among the members training (called
@@ -194,7 +200,7 @@ class StackedRound:
             with self.cond:
                 self.results.update(results)
                 self.turn = min(self.active)
-                self.cond.notify_all()
+                self._wake()
 
 
 def _config(module):
