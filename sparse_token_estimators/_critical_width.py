@@ -779,8 +779,9 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
         width are those of lone fits). "fused": a group of an estimator that
         declares a ``fused_trainer`` (``SparseTokenTransformer``) trains as
         one stacked model, one forward and backward pass per round for all
-        of its fits; faster (``benchmarks/bench_critical_width_group.py``),
-        but its fits equal their lone fits to float rounding only (a score
+        of its fits; 1.2x on a 2-core CPU
+        (``benchmarks/bench_critical_width_group.py``), but its fits equal
+        their lone fits to float rounding only (a score
         may differ in its last digits, and a crossing decided by that
         margin could move). Other estimators train "exact".
     verbose : int, default=0
