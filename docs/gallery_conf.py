@@ -16,6 +16,8 @@ EXAMPLE_ARGS = {
     "pipeline_comparison.py": ["3000"],
     "compare_architectures.py": ["2000"],
     "critical_width.py": ["2000"],
+    # its stated size (five architectures, each a critical-width search: minutes)
+    "compare_critical_widths.py": ["1024"],
     "query_layout.py": ["3000"],
     "distributed_search.py": ["--size", "tiny", "--n-workers", "2"],
 }

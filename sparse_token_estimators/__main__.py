@@ -205,7 +205,7 @@ def _check_scheduler(parser, address):
     """Refuse a TCP scheduler address that accepts no connection within the timeout, or
     whose peer does not answer as a Dask scheduler within it."""
     scheme, _, rest = address.rpartition("://")
-    if scheme not in ("", "tcp", "tls"):
+    if scheme not in ("", "tcp", "tls", "ws", "wss"):
         return  # inproc://, ucx://, ...: distributed's own connect says what is wrong
     host, sep, port = rest.rpartition(":")
     if not sep or not port.isdigit():
@@ -218,8 +218,17 @@ def _check_scheduler(parser, address):
         parser.error(f"argument --scheduler: nothing accepts a connection at {address} "
                      f"within {SCHEDULER_TIMEOUT:g} s ({exc.strerror or exc}); start the "
                      "scheduler (`dask scheduler`) or leave --scheduler out to fit here")
-    if scheme == "tls":
-        return  # its handshake needs the cluster's certificates: the client's to make
+    if scheme in ("tls", "wss"):
+        # the whole handshake needs the cluster's certificates (the client's to make);
+        # whether the peer speaks TLS at all is seen without them
+        if not _speaks_tls(host.strip("[]"), int(port), SCHEDULER_TIMEOUT):
+            parser.error(f"argument --scheduler: {address} accepts a connection but does "
+                         f"not answer a TLS handshake within {SCHEDULER_TIMEOUT:g} s (a plain "
+                         f"TCP port?); check the host and the port, or use "
+                         f"tcp://{rest} if the scheduler does not use TLS")
+        return
+    if scheme == "ws":
+        return  # a websocket's upgrade: distributed's connect, bounded by the client's timeout
     from .distributed import _scheduler_identity
 
     kind = _scheduler_identity(address, SCHEDULER_TIMEOUT)
@@ -230,6 +239,25 @@ def _check_scheduler(parser, address):
         parser.error(f"argument --scheduler: {address} accepts a connection but is {what}; "
                      "check the host and the port (a scheduler listens on 8786 unless told "
                      "otherwise: `dask scheduler` prints its address)")
+
+
+def _speaks_tls(host, port, timeout):
+    """Whether the peer at ``host:port`` answers a TLS handshake within ``timeout``
+    seconds: it completes, or the peer refuses it with a TLS alert (a client
+    certificate required, ...). Silence, a close or bytes that are no TLS: False."""
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as raw, \
+                context.wrap_socket(raw, server_hostname=host or None):
+            return True
+    except ssl.SSLError as exc:  # the peer's alert is TLS; a record that is none is not
+        return "ALERT" in (exc.reason or "").upper()
+    except OSError:  # timed out, reset, closed
+        return False
 
 
 def _build_config(parser, args):
@@ -253,7 +281,24 @@ def _build_config(parser, args):
         named = [flag for name, flag in FLAGS.items()
                  if message.startswith(name + " ") or f"{name}=" in message]
         parser.error(f"{'/'.join(named) or 'arguments'}: {message}")
+    _check_architecture_seeds(parser, args, config)
     return config
+
+
+def _check_architecture_seeds(parser, args, config):
+    """``--architecture-seeds N`` is refused where it would change nothing: a scale
+    without the architectures experiment, or more seeds than the run has."""
+    k = args.architecture_n_seeds
+    if k is None:
+        return
+    if config.experiments is not None and "architectures" not in config.experiments:
+        parser.error(f"argument --architecture-seeds: --scale {args.scale} runs no "
+                     f"architectures experiment (it runs {', '.join(config.experiments)}); "
+                     "leave --architecture-seeds out, or choose --scale quick or paper")
+    if k > config.n_seeds:
+        parser.error(f"argument --architecture-seeds: {k} is more than the run's "
+                     f"{config.n_seeds} seed(s) (--seeds); pass --architecture-seeds "
+                     f"{config.n_seeds} or fewer, or --seeds {k} or more")
 
 
 def _missing_folders(out):
@@ -267,10 +312,10 @@ def _missing_folders(out):
 
 
 def _remove_folders(folders):
-    """Remove ``folders`` (the deepest first), each only while empty but for the lock file."""
+    """Remove ``folders`` (the deepest first), each only while empty. A lock file there is
+    never removed here: a refused run removes its own while it holds it (``_open_out``);
+    one it does not hold is another run's, whose folder stays."""
     with contextlib.suppress(OSError):
-        if folders:
-            (folders[0] / _records.LOCK_FILE).unlink(missing_ok=True)
         for folder in folders:
             folder.rmdir()
 
@@ -298,9 +343,11 @@ def _check_out(parser, args):
     return made
 
 
-def _open_out(parser, args, config, command=None):
+def _open_out(parser, args, config, command=None, made=()):
     """Lock ``--out`` and open its records (before any fit), refusing another run's
-    folder or a file there that cannot be trusted. Returns ``(lock, store)``."""
+    folder or a file there that cannot be trusted. Returns ``(lock, store)``.
+    Refused, it releases the lock, first removing the lock file if it holds it and
+    made ``--out`` (``made``, from ``_check_out``)."""
     out = Path(args.out)
     lock = _records.RunLock(out, command)
     try:
@@ -315,10 +362,10 @@ def _open_out(parser, args, config, command=None):
                          "one run: choose a new or empty folder, or move them")
         return lock, _records.RecordStore(out, config)
     except (_records.StoreError, _records.OutNotWritable) as exc:
-        lock.release()
+        lock.release(remove=bool(made))
         parser.error(f"argument --out: {exc.strerror if isinstance(exc, OSError) else exc}")
     except BaseException:
-        lock.release()
+        lock.release(remove=bool(made))
         raise
 
 
@@ -432,7 +479,8 @@ def main(argv=None):
                 if args.scheduler:
                     _check_distributed()
                     _check_scheduler(parser, args.scheduler)
-                lock, store = _open_out(parser, args, config, shlex.join(_command(argv)))
+                lock, store = _open_out(parser, args, config, shlex.join(_command(argv)),
+                                        made)
             except SystemExit:  # a refused run leaves no folder it made
                 _remove_folders(made)
                 raise

@@ -42,12 +42,15 @@ from sklearn.model_selection import train_test_split
 from ._group import fit_group, trainer_of
 from ._search_args import (
     check_bracket_args,
+    check_device,
     check_error_score,
     check_estimator,
     check_lr_grid,
+    check_n_jobs,
     check_seeds,
     check_width_multiple,
 )
+from ._sklearn_callbacks import SearchTask, check_callbacks, fit_in
 from ._trainers import check_trainer
 from .datasets import SparseSelectionStream
 
@@ -528,16 +531,17 @@ def _guard_interrupts(estimator):
 
 
 def _fit_one(estimator, params, seed_param, seed, train, validation, test, scorer,
-             error_score):
-    """One fit and its scores: a row of the table."""
+             error_score, task=None):
+    """One fit and its scores: a row of the table (``task``: its task of scikit-learn's
+    callbacks, or None)."""
     import torch
 
     estimator = clone(estimator).set_params(**params)
     _guard_interrupts(estimator)
     if seed_param is None:  # a net without random_state: seed torch in this worker
         torch.manual_seed(seed)
-    return _scored_row(estimator, lambda: estimator.fit(*train), validation, test, scorer,
-                       error_score)
+    return _scored_row(estimator, lambda: fit_in(task, estimator, lambda: estimator.fit(*train),
+                                                 *train), validation, test, scorer, error_score)
 
 
 def _scored_row(estimator, fit, validation, test, scorer, error_score, fit_time=0.0):
@@ -612,21 +616,23 @@ def _trains_groups(estimator, X, seed_param, n_jobs, trainer="fused"):
 
 
 def _fit_all(estimator, settings, seed_param, data, scorer, error_score, n_jobs, verbose,
-             trainer=None):
+             trainer=None, tasks=None):
     """Fit a clone of ``estimator`` per setting: their rows, in order.
 
     The one place that dispatches fits (joblib, so that
     ``joblib.parallel_config("dask")`` sends them to a cluster): with a
     ``trainer`` ("fused"), all of them as one group (one task), else one task
-    per lone fit, in parallel. ``settings`` is a list of ``(params, seed)``.
+    per lone fit, in parallel. ``settings`` is a list of ``(params, seed)``;
+    ``tasks`` their tasks of scikit-learn's callbacks (lone fits only), or None.
     """
     parallel = Parallel(n_jobs=n_jobs, verbose=max(0, verbose - 1))
     if trainer is not None:
         return parallel([delayed(_fit_group)(estimator, settings, *data, scorer, error_score,
                                              trainer)])[0]
+    tasks = [None] * len(settings) if tasks is None else tasks
     return parallel(
-        delayed(_fit_one)(estimator, params, seed_param, seed, *data, scorer, error_score)
-        for params, seed in settings)
+        delayed(_fit_one)(estimator, params, seed_param, seed, *data, scorer, error_score, task)
+        for (params, seed), task in zip(settings, tasks))
 
 
 def _check_pair(value, name):
@@ -658,6 +664,12 @@ def _split_data(X, y, validation, test, validation_fraction, random_state):
     return (X, y), tuple(validation), test
 
 
+def _diverged(error):
+    """Whether a failed fit's ``error`` (its row's text) is a divergence: the loss
+    exploded, or the predictions the scoring needs came out inf or NaN."""
+    return error.startswith("TrainingDivergedError") or "non-finite value" in error
+
+
 def _failures(rows, limit=3):
     errors = [f"lr={r['lr']:g}, seed={r['seed']}: {r['error']}" for r in rows if r["error"]]
     return "; ".join(errors[:limit]) + ("; ..." if len(errors) > limit else "")
@@ -668,7 +680,8 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
                    random_state=0, factor=2.0, refine=2 ** 0.5, fall_tol=0.05,
                    check_steps=True, multiple=1, search_again=True, lr_param="lr",
                    steps_param="max_epochs", seed_param="random_state", scoring=None,
-                   error_score=np.nan, n_jobs=None, trainer="exact", verbose=0):
+                   error_score=np.nan, n_jobs=None, trainer="exact", verbose=0,
+                   callbacks=None):
     """The smallest width at which a model's best-rate validation score reaches ``target``.
 
     The protocol of the reproduction (its second set of verdicts) for any
@@ -787,6 +800,14 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
     verbose : int, default=0
         1: a line per width as its score is found (the best mean score and
         its rate); 2 and more: joblib's progress too.
+    callbacks : callback or list of callbacks, default=None
+        scikit-learn's callbacks (``sklearn.callback``, scikit-learn >= 1.9;
+        refused on an older one), e.g. ``ProgressBar()``: the search is a
+        task, each width's rates and seeds (and each steps check) a task of
+        it, each fit a task of that, and the fit's epochs tasks of the fit
+        (the callbacks propagate into the estimator as from ``GridSearchCV``).
+        With callbacks every fit is a lone fit (no groups; the results are
+        those of ``trainer="exact"``).
 
     Returns
     -------
@@ -813,6 +834,8 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
                                          steps_param=steps_param, seed_param=seed_param)
     rates, seeds = check_lr_grid(lr_grid), check_seeds(seeds)
     check_error_score(error_score)
+    check_n_jobs(n_jobs)
+    check_device(params, type(estimator).__name__)
     check_trainer(trainer)
     check_bracket_args(start, target=target, stop=stop, floor=floor, factor=factor,
                        refine=refine, fall_tol=fall_tol, check_steps=check_steps,
@@ -822,9 +845,11 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
     _check_search_again(search_again)
     if not isinstance(verbose, numbers.Integral):
         raise ValueError(f"verbose must be an int; got {verbose!r}.")
+    callbacks = check_callbacks(callbacks, "critical_width")
     data = _split_data(X, y, validation, test, validation_fraction, random_state)
     scorer = check_scoring(estimator, scoring=scoring)
     group = trainer if _trains_groups(estimator, X, seed_param, n_jobs, trainer) else None
+    group = None if callbacks else group  # lone fits: each fit's epochs reach the callbacks
     base_steps = params[steps_param]
     table, chosen, per_seed = [], {}, {}
 
@@ -832,13 +857,24 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
         jobs = [(lr, seed) for lr in lrs for seed in seeds]
         settings = [({param: width, lr_param: lr, steps_param: base_steps * multiplier,
                       **({seed_param: seed} if seed_param else {})}, seed) for lr, seed in jobs]
+        tasks = task.fits(f"{param}={width}, steps x{multiplier}", len(jobs))
         rows = [{"width": width, "lr": lr, "seed": seed, "steps_multiplier": multiplier, **row}
                 for (lr, seed), row in zip(jobs, _fit_all(
                     estimator, settings, seed_param, data, scorer, error_score, n_jobs,
-                    verbose, group))]
+                    verbose, group, tasks))]
+        task.end_fits()
         table.extend(rows)
         if all(row["error"] for row in rows):
             steps = f" with {multiplier}x the steps" if multiplier != 1 else ""
+            if all(_diverged(row["error"]) for row in rows):
+                raise ValueError(
+                    f"All {len(rows)} fits of {param}={width}{steps} diverged (the training "
+                    f"loss exploded, or the predictions came out inf or NaN) at every rate "
+                    f"tried, lr in [{', '.join(f'{lr:g}' for lr in sorted(set(lrs)))}] "
+                    f"(x seeds {seeds}): the rates are too high for this estimator. Pass "
+                    f"smaller ones, e.g. lr_grid=[{', '.join(f'{r / 100:g}' for r in rates)}]"
+                    f"; the first: "
+                    f"{_failures(rows, limit=1)}")
             raise ValueError(
                 f"All {len(rows)} fits of {param}={width}{steps} failed (rates x seeds), so "
                 f"the search cannot score it; the first: {_failures(rows)}. Fix the estimator "
@@ -874,6 +910,7 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
                   f"{target}", flush=True)
         return score
 
+    task = SearchTask(callbacks, X, y)
     try:
         found = _drive(search_steps(start, target=target, stop=stop, floor=floor,
                                     factor=factor, refine=refine, fall_tol=fall_tol,
@@ -882,6 +919,8 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
     except _Interrupted as exc:
         raise KeyboardInterrupt(f"critical_width was interrupted during a fit ({exc}); "
                                 "no result") from None
+    finally:
+        task.close()
     searches = [{**s, "chosen_lr": dict(sorted(chosen.get(s["steps_multiplier"], {}).items())),
                  "chosen_lr_per_seed": dict(sorted(
                      per_seed.get(s["steps_multiplier"], {}).items()))}

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import secrets
+import stat
 
 try:
     import fcntl
@@ -178,6 +179,8 @@ def remove_stale_temporaries(directory):
     process, so a file whose lock can be taken was left by a write that was
     killed. Errors (a directory that is gone, a file removed meanwhile) are
     ignored: this is housekeeping, never a reason for a save or a load to fail.
+    Only regular files are opened (non-blocking): another kind of file by such a
+    name (a FIFO) is left alone, never waited on.
     Called by every save (``write_files``) and every load (``load_params``,
     a checkpoint's files) in that directory.
     """
@@ -189,14 +192,22 @@ def remove_stale_temporaries(directory):
                  if TEMPORARY_NAME.fullmatch(name)]
     except OSError:
         return removed
+    # only regular files: a FIFO by such a name (or a device) is never opened, since
+    # opening one blocks until a writer comes; checked before opening (lstat: a link
+    # is not followed), and again on what was opened, non-blocking, in case the name
+    # was swapped in between
+    flags = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+             | getattr(os, "O_CLOEXEC", 0))
     for name in names:
         path = os.path.join(directory, name)
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                continue
+            fd = os.open(path, flags)
         except OSError:
             continue
         try:
-            if os.path.isfile(path) and _lock(fd, blocking=False):
+            if stat.S_ISREG(os.fstat(fd).st_mode) and _lock(fd, blocking=False):
                 os.unlink(path)
                 removed.append(name)
         except OSError:
@@ -204,6 +215,38 @@ def remove_stale_temporaries(directory):
         finally:
             os.close(fd)
     return removed
+
+
+def _kind(mode):
+    """What a file of ``mode`` is, in words (for one that is not a regular file)."""
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+             (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"))
+    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
+
+
+def read_regular(path, what):
+    """The bytes of the package's own file ``path``, opened without blocking.
+
+    A file the package wrote is a regular file; anything else by that name
+    (a FIFO, whose opening would wait for a writer, a device) is refused with
+    a ``ValueError`` naming ``what`` it should be and what to do, never read.
+    ``FileNotFoundError`` (and other ``OSError``) as ``os.open`` raises them.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"{what} '{os.fspath(path)}' is {_kind(mode)}, not a regular "
+                             "file, which this package never writes: it is not read. Nothing "
+                             "was loaded. Delete or move it.")
+        chunks = []
+        while chunk := os.read(fd, _CHUNK):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def digest(data):

@@ -199,11 +199,17 @@ def check_tokens(X, *, token_dim=None, layout="indicator", n_selected=None):
         )
     empty = np.flatnonzero(indicator.sum(axis=1) == 0)
     if empty.size:
+        # none selects a token: the token rows of query-layout sequences, cut from
+        # their query rows [0_d, i_j] (whose last channel names the selection)
+        query = (" No sample selects one: if these are the token rows of query-layout "
+                 "sequences, pass them with their query rows [0_d, i_j] and layout='query' "
+                 "to the estimator, or convert the whole sequences with "
+                 "to_indicator_layout(X)." if empty.size == len(indicator) else "")
         raise ValueError(
             f"{empty.size} sample(s) of X select no token (e.g. sample "
             f"{empty[0]}); every sequence needs at least one position whose "
             "indicator is 1.0. Set the indicator of the selected positions, or "
-            "drop those samples."
+            f"drop those samples.{query}"
         )
     return X
 

@@ -124,6 +124,11 @@ def check_estimator(estimator, param, *, lr_param, steps_param, seed_param):
         ``seed_param``, or None when the estimator lacks it (each fit then
         seeds torch).
     """
+    if isinstance(estimator, type):
+        raise TypeError(
+            f"estimator must be an estimator instance, not the class {estimator.__name__}: "
+            f"pass {estimator.__name__}() (with its parameters, e.g. max_epochs=...); the "
+            "search clones it for every fit.")
     if not all(callable(getattr(estimator, name, None))
                for name in ("get_params", "set_params", "fit")):
         raise TypeError(
@@ -169,6 +174,28 @@ def check_estimator(estimator, param, *, lr_param, steps_param, seed_param):
     if not _is_int(steps) or steps < 1:
         raise ValueError(f"{steps_param}={steps!r} must be a positive int to be doubled.")
     return params, (seed_param if seed_param in params else None)
+
+
+def check_n_jobs(n_jobs):
+    """None or a non-zero int, as joblib takes it."""
+    if n_jobs is None or (_is_int(n_jobs) and n_jobs != 0):
+        return
+    raise ValueError(f"n_jobs must be None or a non-zero int (as in joblib: 1 fits one at a "
+                     f"time, 2 two at once, -1 on every core); got {n_jobs!r}.")
+
+
+def check_device(params, kind):
+    """The estimator's ``device`` (where it has one) is one this machine has: refused
+    now rather than by every fit of the search."""
+    if "device" not in params:
+        return
+    from ._device import resolve_device
+
+    try:
+        resolve_device(params["device"])
+    except ValueError as exc:
+        raise ValueError(f"{kind}'s {exc} Set it with estimator.set_params(device=...) "
+                         "before the search; no fit ran.") from None
 
 
 def check_width_multiple(params, param, multiple, kind, *, start, stop, floor):

@@ -4,7 +4,7 @@ and the two training checks every estimator installs by default."""
 import math
 
 import torch
-from skorch.callbacks import BatchScoring, Callback, EpochScoring
+from skorch.callbacks import BatchScoring, Callback, EpochScoring, LRScheduler
 
 from ._layout import check_int
 from .theory import identity_alignment
@@ -249,7 +249,13 @@ class CosineSchedule(Callback):
     ``T_max=n``, stepped per batch). The rate of each batch is recorded in
     ``history_`` under ``"event_lr"`` (as skorch's ``LRScheduler`` does);
     at the end of training the rates are set back to ``base``, so that a
-    later ``partial_fit`` starts its own cosine from the full rate.
+    later ``partial_fit`` starts its own cosine from the full rate. A fit
+    that loads a checkpoint as it begins (``checkpoints.LoadInitState``)
+    goes on from the training steps of the loaded epochs, as skorch's
+    ``LRScheduler`` does: killed and resumed with
+    ``LoadInitState(cp, max_epochs=...)``, a run gets the rates of the
+    uninterrupted one. Beside skorch's ``LRScheduler`` (which would set the
+    rates too) ``"cosine"`` is refused at fit, naming both.
 
     Examples
     --------
@@ -264,7 +270,17 @@ class CosineSchedule(Callback):
     def on_train_begin(self, net, **kwargs):
         self.active_ = getattr(net, "lr_schedule", "constant") == "cosine"
         self.total_, self.step_ = None, 0
+        self.epochs_before_ = len(net.history)
         if self.active_:
+            others = [name for name, cb in net.callbacks_
+                      if isinstance(cb, LRScheduler) and cb is not self]
+            if others:
+                raise ValueError(
+                    f"lr_schedule='cosine' and the callback {others[0]!r} (skorch's "
+                    "LRScheduler) would both set the learning rate of every step, and "
+                    "history_'s event_lr would record rates that were not used. Use one: "
+                    "lr_schedule='constant' (the default) to schedule with the callback, or "
+                    f"remove {others[0]!r} from callbacks to use the cosine.")
             self.base_lrs_ = [group["lr"] for group in net.optimizer_.param_groups]
 
     def on_epoch_begin(self, net, dataset_train=None, **kwargs):
@@ -273,6 +289,11 @@ class CosineSchedule(Callback):
         self.total_ = net.max_epochs * len(net.get_iterator(dataset_train, training=True))
         budgets = [cb.max_steps for _, cb in net.callbacks_ if isinstance(cb, StepBudget)]
         self.total_ = max(1, min([self.total_, *budgets]))
+        if len(net.history) - 1 != self.epochs_before_:
+            # a history loaded as training began (LoadInitState): go on from the steps of
+            # its epochs, as skorch's LRScheduler does, rather than from the top
+            self.step_ = sum(1 for row in net.history[:-1] for batch in row["batches"]
+                             if "train_loss" in batch)
 
     def on_batch_begin(self, net, training=False, **kwargs):
         if not (training and self.active_):

@@ -47,6 +47,7 @@ from skorch.utils import noop
 from ._files import (
     digest,
     history_bytes,
+    read_regular,
     remove_stale_temporaries,
     state_bytes,
     write_files,
@@ -181,15 +182,14 @@ dirname, event_name, sink, load_best, use_safetensors, **kwargs
         """Move each staged file the manifest names over its target."""
         for entry in manifest["files"].values():
             staged = self._path(entry["staged"])
-            if os.path.exists(staged) and _file_digest(staged) == entry["sha256"]:
+            if os.path.isfile(staged) and _file_digest(staged) == entry["sha256"]:
                 os.replace(staged, self._path(entry["path"]))
 
     # -- loading -----------------------------------------------------------------------
 
     def _read_manifest(self):
         try:
-            with open(self.manifest_path_, "rb") as file:
-                text = file.read()
+            text = read_regular(self.manifest_path_, "The checkpoint manifest")
         except FileNotFoundError:
             return None
         try:
@@ -233,8 +233,7 @@ dirname, event_name, sink, load_best, use_safetensors, **kwargs
             for name in (entry["path"], entry["staged"]):
                 path = self._path(name)
                 try:
-                    with open(path, "rb") as file:
-                        data = file.read()
+                    data = read_regular(path, f"The checkpoint's {key}")
                 except FileNotFoundError:
                     continue
                 if digest(data) == entry["sha256"]:
@@ -253,8 +252,7 @@ dirname, event_name, sink, load_best, use_safetensors, **kwargs
 
 
 def _file_digest(path):
-    with open(path, "rb") as file:
-        return digest(file.read())
+    return digest(read_regular(path, "A staged checkpoint file"))
 
 
 class TrainEndCheckpoint(skorch_callbacks.TrainEndCheckpoint):

@@ -22,11 +22,13 @@ from sklearn.metrics import check_scoring
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import Bunch
 
+from ._compare_widths import compare_critical_widths, plot_critical_widths
 from ._critical_width import CriticalWidth, critical_width
 from ._search_args import check_error_score
 from .datasets import SparseSelectionStream
 
-__all__ = ["CriticalWidth", "critical_width", "search_on_stream"]
+__all__ = ["CriticalWidth", "compare_critical_widths", "critical_width", "plot_critical_widths",
+           "search_on_stream"]
 
 
 def _fit_and_score(estimator, params, stream, X_val, y_val, scorer, error_score):

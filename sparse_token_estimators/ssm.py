@@ -30,6 +30,7 @@ Each block carries ``expand * d_model x d_state`` numbers along the sequence
 """
 
 import importlib
+import numbers
 
 import torch
 from torch import nn
@@ -290,6 +291,14 @@ class SelectiveSSM(nn.Module):
         if scan not in SCANS:
             raise ValueError(f"scan={scan!r} is not a scan SelectiveSSM knows: "
                              f"pass one of {', '.join(map(repr, SCANS))}.")
+        for name, value, what in (
+                ("d_conv", d_conv, "the width of each block's causal convolution"),
+                ("expand", expand, "the scan's channels per channel of d_model")):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(
+                    f"{name}={value!r} is not allowed: {name} is {what}, an integer >= 1 "
+                    f"(default {4 if name == 'd_conv' else 2}). Pass e.g. {name}=2 (through "
+                    f"the estimator: SparseTokenSSM(module__{name}=2)).")
         mamba = require_mambapy()
         self.embed = nn.Linear(token_dim + 1, d_model)
         self.mamba = mamba.Mamba(mamba.MambaConfig(

@@ -3,9 +3,13 @@ estimator catalogue (every estimator and variant, small and seeded) that the tes
 files parametrise over, with the helpers that check a refused call changed nothing.
 
 Tests run torch on one thread (the machines that run the suite are small and
-shared) and skip ``@pytest.mark.slow`` tests unless ``-m`` names them, e.g.
+shared), or on ``SPARSE_TOKEN_TEST_THREADS`` threads when that is set (``.ci/run``
+runs the tests whose numbers depend on the kernels' rounding again with 2), and
+skip ``@pytest.mark.slow`` tests unless ``-m`` names them, e.g.
 ``python -m pytest -m slow``.
 """
+
+import os
 
 import pytest
 import torch
@@ -20,7 +24,7 @@ from sparse_token_estimators import (
     make_sparse_selection,
 )
 
-torch.set_num_threads(1)
+torch.set_num_threads(int(os.environ.get("SPARSE_TOKEN_TEST_THREADS", "1")))
 
 #: (seq_len T, token_dim d, n_selected q) of the small task most tests use
 SMALL_TASK = dict(seq_len=10, token_dim=4, n_selected=2)

@@ -261,3 +261,85 @@ def test_cosine_schedule_in_a_group_is_that_of_each_lone_fit(task, mode):
         assert net.history_[:, "batches", :, "event_lr"] == \
             lone.history_[:, "batches", :, "event_lr"]
         assert net.predict(X) == pytest.approx(lone.predict(X), abs=1e-5)
+
+
+# -- the cosine beside skorch's scheduling ---------------------------------------------
+
+
+def _small_fcn(**params):
+    from sparse_token_estimators import SparseTokenFCN
+
+    return SparseTokenFCN(**{"hidden_width": 8, "lr": 0.01, "max_epochs": 4,
+                             "batch_size": 16, "random_state": 0, **params})
+
+
+def _small_task():
+    from sparse_token_estimators import make_sparse_selection
+
+    return make_sparse_selection(64, 5, 2, n_selected=2, random_state=0)
+
+
+def test_the_cosine_beside_an_lr_scheduler_callback_is_refused_naming_both():
+    import torch
+    from skorch.callbacks import LRScheduler
+
+    est = _small_fcn(lr_schedule="cosine", callbacks=[
+        ("steps", LRScheduler(torch.optim.lr_scheduler.StepLR, step_size=1))])
+    X, y = _small_task()
+    with pytest.raises(ValueError, match=r"lr_schedule='cosine' and the callback 'steps' "
+                                         r"\(skorch's LRScheduler\) would both set the "
+                                         r"learning rate.*lr_schedule='constant'.*remove "
+                                         r"'steps'"):
+        est.fit(X, y)
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):  # a refused fit leaves it as it was: unfitted
+        est.predict(X)
+
+
+def test_a_resumed_fit_continues_the_cosine_from_the_history(tmp_path):
+    from skorch.callbacks import Callback
+
+    from sparse_token_estimators.checkpoints import Checkpoint, LoadInitState
+
+    X, y = _small_task()
+    whole = _small_fcn(lr_schedule="cosine").fit(X, y)
+
+    class StopAfterTwo(Callback):  # skorch ends a fit cleanly on a KeyboardInterrupt
+        def on_epoch_end(self, net, **kwargs):
+            if len(net.history) == 2:
+                raise KeyboardInterrupt
+
+    def run(*extra):
+        cp = Checkpoint(monitor=None, dirname=str(tmp_path))
+        return _small_fcn(lr_schedule="cosine",
+                          callbacks=[cp, LoadInitState(cp, max_epochs=4), *extra]).fit(X, y)
+
+    assert len(run(StopAfterTwo()).history_) == 2
+    resumed = run()
+    assert len(resumed.history_) == 4
+    rates = whole.history_[:, "batches", :, "event_lr"]
+    assert resumed.history_[:, "batches", :, "event_lr"] == rates  # not from the top again
+    assert rates[2][0] < rates[0][0] / 1.5
+
+
+def test_an_optimizer_state_saved_under_a_torch_scheduler_loads(tmp_path):
+    """skorch's resume recipe: a torch scheduler adds 'initial_lr' to the param groups of
+    the state saved; the same Adam loads it (it was refused as another optimizer's)."""
+    import torch
+    from skorch.callbacks import LRScheduler
+
+    from sparse_token_estimators.checkpoints import Checkpoint, LoadInitState
+
+    X, y = _small_task()
+
+    def run():
+        cp = Checkpoint(monitor=None, dirname=str(tmp_path))
+        return _small_fcn(max_epochs=2, callbacks=[
+            cp, LoadInitState(cp),
+            LRScheduler(torch.optim.lr_scheduler.StepLR, step_size=1, gamma=0.5)]).fit(X, y)
+
+    assert run().history_[:, "event_lr"] == [0.01, 0.005]
+    resumed = run()
+    assert len(resumed.history_) == 4
+    assert resumed.optimizer_.param_groups[0]["lr"] == pytest.approx(0.01 / 2 ** 4)

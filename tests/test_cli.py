@@ -188,6 +188,50 @@ def test_a_port_that_is_no_dask_scheduler_is_refused_at_once(no_fit, tmp_path, c
     assert not out.exists()
 
 
+def test_tls_on_a_plain_tcp_port_is_refused_at_once(no_fit, tmp_path, capsys, monkeypatch,
+                                                     bounded, silent_server):
+    pytest.importorskip("distributed")
+    monkeypatch.setattr(cli, "SCHEDULER_TIMEOUT", 0.5)
+    address = silent_server.replace("tcp://", "tls://")
+    out = tmp_path / "out"
+    err = " ".join(_usage_error(["--out", str(out), "--scheduler", address], capsys).split())
+    assert (f"argument --scheduler: {address} accepts a connection but does not answer a TLS "
+            "handshake within 0.5 s (a plain TCP port?); check the host and the port, or use "
+            f"{silent_server} if the scheduler does not use TLS") in err
+    assert not out.exists()
+
+
+def test_a_peer_that_answers_no_tls_is_told_from_one_that_sends_a_tls_alert():
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def answer_once(reply):
+        connection = server.accept()[0]
+        connection.recv(4096)
+        connection.sendall(reply)
+        connection.close()
+
+    # bytes that are no TLS record (a Dask or HTTP server's answer): not TLS
+    threading.Thread(target=answer_once, args=(b"HTTP/1.1 400 Bad Request\r\n\r\n",),
+                     daemon=True).start()
+    assert not cli._speaks_tls("127.0.0.1", port, 5)
+    # a TLS alert record (handshake_failure: e.g. a client certificate it requires): TLS
+    alert = bytes([21, 3, 3, 0, 2, 2, 40])
+    threading.Thread(target=answer_once, args=(alert,), daemon=True).start()
+    assert cli._speaks_tls("127.0.0.1", port, 5)
+    server.close()
+
+
+def test_a_websocket_scheduler_where_nothing_listens_is_refused_at_once(no_fit, tmp_path,
+                                                                        capsys, bounded):
+    pytest.importorskip("distributed")
+    err = _usage_error(["--out", str(tmp_path), "--scheduler", "ws://127.0.0.1:9"], capsys)
+    assert "argument --scheduler: nothing accepts a connection at ws://127.0.0.1:9" in err
+
+
 def test_a_dask_scheduler_answers_as_one():
     distributed = pytest.importorskip("distributed")
     from sparse_token_estimators.distributed import _scheduler_identity
@@ -218,6 +262,73 @@ def test_a_fifo_in_out_is_refused_naming_it_never_read(name, message, no_fit, tm
     after = sorted(p.relative_to(out) for p in out.rglob("*"))
     assert [p for p in after if p.name != ".lock"] == [p for p in before if p.name != ".lock"]
     assert (out / name).is_fifo()
+
+
+def test_two_runs_started_at_once_on_a_new_out_the_refused_one_leaves_the_others_lock(
+        no_fit, tmp_path, capsys, monkeypatch):
+    # both find --out missing (both "made" it); the first takes the lock between the
+    # second's check of --out and its lock
+    out = tmp_path / "new" / "out"
+    check_out, first = cli._check_out, []
+
+    def then_the_first_run_locks(parser, args):
+        made = check_out(parser, args)
+        first.append(_records.RunLock(out, "the first run").acquire())
+        return made
+
+    monkeypatch.setattr(cli, "_check_out", then_the_first_run_locks)
+    err = _usage_error(["--out", str(out)], capsys)
+    assert f"{out} is in use by another run (PID {os.getpid()}: the first run)" in err
+    assert (out / ".lock").is_file()  # the first run's lock, and its folder, stay
+    monkeypatch.setattr(cli, "_check_out", check_out)
+    err = _usage_error(["--out", str(out)], capsys)  # a third run: refused too
+    assert "is in use by another run" in err
+    first[0].release()
+
+
+def test_a_refused_run_that_made_out_and_took_its_lock_removes_both(no_fit, tmp_path,
+                                                                     capsys, monkeypatch):
+    out = tmp_path / "new" / "out"
+    monkeypatch.setattr(_records, "foreign_files", lambda out: ["x"])
+    err = _usage_error(["--out", str(out)], capsys)
+    assert "holds 1 file(s) that no run wrote" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_lock_taken_on_a_removed_lock_file_is_taken_again_on_the_new_one(tmp_path):
+    # a run that opened .lock just before its holder removed it locks the new file
+    lock = _records.RunLock(tmp_path)
+    real_flock, removed = None, []
+    import fcntl
+
+    real_flock = fcntl.flock
+
+    def flock(fd, op):
+        if not removed:  # the holder removes the file between our open and our flock
+            removed.append(True)
+            os.unlink(tmp_path / ".lock")
+        return real_flock(fd, op)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fcntl, "flock", flock)
+        lock.acquire()
+    try:
+        with pytest.raises(_records.OutLocked):  # the file now there is the one locked
+            _records.RunLock(tmp_path).acquire()
+    finally:
+        lock.release()
+
+
+def test_architecture_seeds_that_would_change_nothing_are_refused(no_fit, tmp_path, capsys):
+    err = _usage_error(["--out", str(tmp_path / "a"), "--scale", "quick", "--seeds", "1",
+                        "--architecture-seeds", "5"], capsys)
+    assert ("argument --architecture-seeds: 5 is more than the run's 1 seed(s) (--seeds); "
+            "pass --architecture-seeds 1 or fewer, or --seeds 5 or more") in err
+    err = _usage_error(["--out", str(tmp_path / "b"), "--scale", "first",
+                        "--architecture-seeds", "1"], capsys)
+    assert ("argument --architecture-seeds: --scale first runs no architectures experiment "
+            "(it runs width_separation, length_generalisation, alignment)") in err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_refused_run_leaves_no_folder_it_made(no_fit, tmp_path, capsys):

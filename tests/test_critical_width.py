@@ -572,3 +572,46 @@ def test_settled_and_the_upper_bound_of_each_status():
 def test_search_again_must_be_a_bool():
     with pytest.raises(ValueError, match="search_again must be True or False"):
         _run(_monotone, search_again="yes")
+
+
+# -- refused before any fit, each naming the argument and the fix -----------------------
+
+
+@pytest.mark.parametrize("n_jobs", ["2", 0, 1.5, True])
+def test_an_n_jobs_that_is_no_nonzero_int_is_refused_before_any_fit(n_jobs):
+    def no_fit(*args):
+        raise AssertionError("a fit ran")
+
+    with pytest.raises(ValueError, match=re.escape(
+            f"n_jobs must be None or a non-zero int (as in joblib: 1 fits one at a time, 2 two "
+            f"at once, -1 on every core); got {n_jobs!r}.")):
+        _run(no_fit, n_jobs=n_jobs)
+
+
+def test_the_estimators_class_is_refused_asking_for_an_instance():
+    X, y = _data()
+    with pytest.raises(TypeError, match=r"estimator must be an estimator instance, not the "
+                                        r"class SparseTokenFCN: pass SparseTokenFCN\(\)"):
+        critical_width(SparseTokenFCN, "hidden_width", X, y, lr_grid=LRS)
+
+
+def test_a_gpu_device_without_a_gpu_is_refused_before_any_fit(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    X, y = make_sparse_selection(40, 4, 2, n_selected=2, random_state=0)
+    with pytest.raises(ValueError, match=r"SparseTokenFCN's device='cuda' was requested but "
+                                         r"no CUDA GPU is available.*no fit ran"):
+        critical_width(SparseTokenFCN(device="cuda", max_epochs=1), "hidden_width", X, y,
+                       lr_grid=LRS, seeds=(0,))
+
+
+def test_every_rate_diverging_says_the_fits_diverged_and_names_the_rates():
+    X, y = make_sparse_selection(100, 5, 2, n_selected=2, random_state=0)
+    with pytest.raises(ValueError, match=re.escape(
+            "All 3 fits of hidden_width=4 diverged (the training loss exploded, or the "
+            "predictions came out inf or NaN) at every rate tried, lr in [1e+30, 1e+31, "
+            "1e+32] (x seeds [0]): the rates are too high for this estimator. Pass smaller "
+            "ones, e.g. lr_grid=[1e+28, 1e+29, 1e+30]; the first: lr=1e+30, seed=0:")):
+        critical_width(SparseTokenFCN(max_epochs=1, device="cpu"), "hidden_width", X, y,
+                       lr_grid=[1e30, 1e31, 1e32], seeds=(0,), start=4, stop=8)

@@ -577,6 +577,104 @@ def test_predict_while_partial_fit_runs_in_another_thread_waits_for_it(tiny_task
     assert all(np.array_equal(p, before) or np.array_equal(p, after) for p in predictions)
 
 
+class _PredictInAHelperThread(Callback):
+    """At each epoch's end, predict from a thread it starts and joins (a bounded join:
+    a deadlock fails the test instead of hanging it), and from its own thread."""
+
+    def __init__(self, X):
+        self.X = X
+
+    def initialize(self):
+        self.results, self.stuck = [], 0
+        return self
+
+    def on_epoch_end(self, net, **kwargs):
+        import threading
+
+        out = {}
+        helper = threading.Thread(target=lambda: out.setdefault("y", net.predict(self.X)),
+                                  daemon=True)
+        helper.start()
+        helper.join(60)
+        self.stuck += helper.is_alive()
+        self.results.append((out.get("y"), net.predict(self.X)))
+
+
+def test_predict_from_a_thread_an_epoch_end_callback_joins_is_served(tiny_task):
+    X, y = tiny_task
+    spy = _PredictInAHelperThread(X[:16])
+    est = SparseTokenFCN(hidden_width=8, max_epochs=3, batch_size=50, random_state=0,
+                         callbacks=[("helper", spy)]).fit(X, y)
+    spy = dict(est.callbacks_)["helper"]
+    assert spy.stuck == 0 and len(spy.results) == 3  # no deadlock
+    # served with the weights of the epoch's last step: as the fitting thread predicts
+    for helper, own in spy.results:
+        assert_array_equal(helper, own)
+    assert_array_equal(spy.results[-1][0], est.predict(X[:16]))
+
+
+class HalfwayHook(torch.optim.SGD):
+    """SGD (lr 0.1) that calls ``HalfwayHook.hook()`` once its first parameter is updated
+    and the others not yet (a module level class: the estimator must pickle)."""
+
+    hook = None
+
+    def step(self, closure=None):
+        with torch.enable_grad():
+            loss = closure()  # skorch's: the forward, the loss and the gradients
+        params = [p for group in self.param_groups for p in group["params"]
+                  if p.grad is not None]
+        with torch.no_grad():
+            for i, p in enumerate(params):
+                p.sub_(0.1 * p.grad)
+                if i == 0 and HalfwayHook.hook is not None:
+                    HalfwayHook.hook()
+        return loss
+
+
+class StepWeights(Callback):
+    """The weights after each training step, in ``seen``."""
+
+    def initialize(self):
+        self.seen = []
+        return self
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if training:
+            self.seen.append({k: v.clone() for k, v in net.module_.state_dict().items()})
+
+
+def test_pickling_while_partial_fit_runs_in_another_thread_holds_a_whole_step(tiny_task):
+    """A pickle taken mid-step (the optimizer halfway through its parameters) waits for
+    the step: the pickled weights are those of a finished step, never half-updated."""
+    import pickle
+    import threading
+
+    X, y = tiny_task
+    pickles, picklers = [], []
+
+    def halfway():
+        if not picklers:  # the first step only
+            picklers.append(threading.Thread(
+                target=lambda: pickles.append(pickle.dumps(est)), daemon=True))
+            picklers[0].start()
+            picklers[0].join(2)  # bounded: if it waits, it is served at the epoch's end
+
+    est = SparseTokenFCN(hidden_width=8, max_epochs=1, batch_size=50, random_state=0,
+                         optimizer=HalfwayHook, lr=0.1, callbacks=[("steps", StepWeights())],
+                         seq_len=X.shape[1], token_dim=X.shape[2] - 1).initialize()
+    finished = dict(est.callbacks_)["steps"].seen
+    finished.append({k: v.clone() for k, v in est.module_.state_dict().items()})
+    HalfwayHook.hook = halfway
+    try:
+        est.partial_fit(X, y)
+    finally:
+        HalfwayHook.hook = None
+    picklers[0].join(60)
+    state = pickle.loads(pickles[0]).module_.state_dict()
+    assert any(all(torch.equal(state[k], w[k]) for k in state) for w in finished)
+
+
 def test_predict_from_four_threads_is_the_sequential_prediction(fitted_transformer, test_task):
     # device "auto": predict used to resolve it by writing to the estimator,
     # so concurrent calls saw "cpu" in get_params and each other's state.

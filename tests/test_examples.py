@@ -12,7 +12,7 @@ import pytest
 EXAMPLES = sorted(p for p in (Path(__file__).parent.parent / "examples").glob("*.py")
                   if p.name != "distributed_search.py")
 TINY_SAMPLES = {"grid_search_widths.py": "150", "pipeline_comparison.py": "150",
-                "compare_architectures.py": "150"}
+                "compare_architectures.py": "150", "compare_critical_widths.py": "128"}
 
 
 def test_all_examples_are_listed():
@@ -20,7 +20,8 @@ def test_all_examples_are_listed():
                                           "length_generalisation.py",
                                           "pipeline_comparison.py",
                                           "compare_architectures.py",
-                                          "critical_width.py", "query_layout.py"}
+                                          "critical_width.py", "query_layout.py",
+                                          "compare_critical_widths.py"}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)

@@ -110,3 +110,75 @@ def test_a_save_into_a_read_only_directory_raises_naming_it(tmp_path):
                                r"'.*w.pt': the file system is read-only. Save into a writable"):
                 est.save_params(f_params=disk / "w.pt", use_safetensors=safetensors)
         assert [p.name for p in disk.iterdir()] == ["w.pt"]
+
+
+# -- nothing the package opens can block: a FIFO by a package file's name ---------------
+
+
+@pytest.fixture
+def bounded():
+    """Fail, rather than hang the suite, if the test blocks (opening a FIFO waits for a
+    writer): SIGALRM interrupts the blocked call and raises here."""
+    import signal
+
+    def hung(signum, frame):
+        raise AssertionError("blocked for 60 s on a FIFO: no file of the package may be "
+                             "opened in a way that blocks")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+needs_fifo = pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"),
+                                reason="no FIFOs on this platform")
+
+
+@needs_fifo
+@pytest.mark.parametrize("use_safetensors", [False, True])
+def test_a_fifo_named_like_a_temporary_file_is_left_alone_by_save_and_load(
+        tmp_path, bounded, use_safetensors):
+    import os
+
+    est = make().fit(X, Y)
+    fifo = tmp_path / ".w.st.0123abcd.tmp"  # the name of a killed save's temporary file
+    os.mkfifo(fifo)
+    est.save_params(f_params=tmp_path / "w.st", use_safetensors=use_safetensors)
+    new = make(**SIZES["fcn"]).initialize()
+    new.load_params(f_params=tmp_path / "w.st", use_safetensors=use_safetensors)
+    assert_same_weights(weights(new), weights(est))
+    assert fifo.is_fifo()  # not opened, not removed: not a file the package wrote
+
+
+@needs_fifo
+def test_a_fifo_in_a_checkpoint_is_refused_naming_it(tmp_path, bounded):
+    import os
+
+    from sparse_token_estimators.checkpoints import Checkpoint
+
+    cp = Checkpoint(monitor=None, dirname=str(tmp_path / "cp"))
+    est = make(callbacks=[cp]).fit(X, Y)
+    os.mkfifo(tmp_path / "cp" / ".params.pt.0123abcd.tmp")
+    new = make(**SIZES["fcn"]).initialize()
+    new.load_params(checkpoint=cp)  # the stale-file cleanup passes the FIFO by
+    assert_same_weights(weights(new), weights(est))
+    manifest = tmp_path / "cp" / "checkpoint.json"
+    manifest.unlink()
+    os.mkfifo(manifest)
+    with pytest.raises(ValueError, match=r"manifest '.*checkpoint.json' is a FIFO \(named "
+                                         r"pipe\), not a regular file.*Delete or move it"):
+        make(**SIZES["fcn"]).initialize().load_params(checkpoint=cp)
+
+
+@needs_fifo
+def test_a_record_save_passes_a_fifo_named_like_a_temporary_file(tmp_path, bounded):
+    import os
+
+    from sparse_token_estimators.reproduce import _records
+
+    os.mkfifo(tmp_path / ".results.json.0123abcd.tmp")
+    _records.write_atomic(tmp_path / "results.json", "{}")
+    assert (tmp_path / "results.json").read_text() == "{}"
+    assert (tmp_path / ".results.json.0123abcd.tmp").is_fifo()

@@ -423,6 +423,6 @@ def test_the_repr_shows_the_parameters_set_as_scikit_learn_does():
     assert repr(SparseTokenTransformer()) == "SparseTokenTransformer()"
     assert repr(SparseTokenTransformer(pe_dim=8)) == "SparseTokenTransformer(pe_dim=8)"
     assert (repr(SparseTokenFCN(lr=0.01, hidden_width=16, iterator_train__shuffle=False))
-            == "SparseTokenFCN(hidden_width=16, lr=0.01, iterator_train__shuffle=False)")
+            == "SparseTokenFCN(hidden_width=16, iterator_train__shuffle=False, lr=0.01)")
     est = SparseTokenTransformer(pe_dim=8).fit(X, Y)  # fitted: the same, no module listing
     assert repr(est) == "SparseTokenTransformer(pe_dim=8)"

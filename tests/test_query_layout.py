@@ -571,3 +571,16 @@ def test_a_failing_call_leaves_the_fitted_estimator_as_it_was(name):
         assert torch.equal(value, before[key]), key
     assert est.n_selected_ == Q and est.layout == "query"
     assert_array_equal(est.predict(X), prediction)
+
+
+def test_the_token_rows_of_query_sequences_given_to_an_indicator_fcn_name_the_query_rows():
+    from sparse_token_estimators import SparseTokenFCN
+
+    X, y = make_sparse_selection(64, 6, 3, n_selected=2, random_state=1)
+    Xq, _ = make_sparse_selection(64, 6, 3, n_selected=2, random_state=1, layout="query")
+    est = SparseTokenFCN(hidden_width=8, max_epochs=1, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match=r"64 sample\(s\) of X select no token.*No sample "
+                                         r"selects one: if these are the token rows of "
+                                         r"query-layout sequences, pass them with their query "
+                                         r"rows \[0_d, i_j\] and layout='query'"):
+        est.predict(Xq[:, :6])  # the tokens, cut from their query rows

@@ -297,3 +297,13 @@ def test_a_small_ssm_learns_the_indicator_task():
     with torch.no_grad():
         r2 = 1 - F.mse_loss(net(X_test), y_test) / y_test.var(0).mean()
     assert r2 > 0.8
+
+
+@pytest.mark.parametrize("name, value", [("expand", 0), ("d_conv", 0), ("expand", 1.5),
+                                         ("d_conv", -1)])
+def test_a_convolution_width_or_expansion_below_one_is_refused_naming_it(name, value):
+    X, y = make_sparse_selection(32, 6, 3, n_selected=2, random_state=0)
+    est = SparseTokenSSM(d_model=8, d_state=4, max_epochs=1, **{f"module__{name}": value})
+    with pytest.raises(ValueError, match=rf"{name}={value!r} is not allowed: {name} is .*an "
+                                         rf"integer >= 1.*SparseTokenSSM\(module__{name}=2\)"):
+        est.fit(X, y)

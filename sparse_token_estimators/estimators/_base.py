@@ -19,9 +19,11 @@ by skorch's ``_default_callbacks`` hook. Each skorch method overridden here says
 in its first comment line; no other private name of skorch or scikit-learn is used
 (``tests/test_estimator_layer.py``).
 
-Training and prediction on one estimator hold its lock (``training_lock``): a
-``predict`` from another thread waits for a running ``partial_fit`` step to end,
-and the reverse, so that neither sees a half-updated module.
+Training and prediction on one estimator hold its lock (``training_lock``, an
+``_lock.EstimatorLock``): a ``predict``, ``score``, pickle or ``save_params`` from
+another thread waits for a running ``partial_fit`` to end, or for the callbacks
+at an epoch's end (``on_epoch_end``), where it is served with the weights of
+that epoch's last step; none sees a half-updated module.
 """
 
 import inspect
@@ -31,6 +33,7 @@ import weakref
 
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator
 from sklearn.metrics import r2_score
 from sklearn.utils import check_random_state
 from skorch import NeuralNet, NeuralNetRegressor
@@ -40,6 +43,7 @@ from torch.utils.data import TensorDataset
 from .. import _layout
 from .._batching import TensorBatches
 from .._device import ResolvedDevice, resolved_device
+from .._sklearn_callbacks import CallbackMixin, reports_fit
 from ..callbacks import (
     CosineSchedule,
     DivergenceCheck,
@@ -49,7 +53,7 @@ from ..callbacks import (
     ValidationSplitCheck,
 )
 from ..exceptions import NonFinitePredictionWarning
-from . import _checks, _persistence, _state
+from . import _checks, _lock, _persistence, _state
 
 #: Held while a module is built from the seeded global RNG (``initialize_module``).
 #: torch has one default generator per process: two threads building modules at
@@ -63,11 +67,11 @@ _LOCKS_LOCK = threading.Lock()
 
 
 def training_lock(net):
-    """The re-entrant lock that ``net``'s training and prediction hold."""
+    """The lock that ``net``'s training (``with``) and its reads (``.reading()``) hold."""
     with _LOCKS_LOCK:
         lock = _LOCKS.get(net)
         if lock is None:
-            lock = _LOCKS[net] = threading.RLock()
+            lock = _LOCKS[net] = _lock.EstimatorLock()
         return lock
 
 
@@ -81,7 +85,7 @@ def pad_to_block(x, block):
     return torch.cat([x, x[:1].expand(-len(x) % block, *x.shape[1:])])
 
 
-class _SparseTokenRegressor(NeuralNetRegressor):
+class _SparseTokenRegressor(CallbackMixin, NeuralNetRegressor):
     """What every estimator shares; subclasses say which module to build."""
 
     #: constructor parameters forwarded to the module
@@ -141,14 +145,20 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         # skorch: fitted once a module exists; here also built with the current parameters
         return super().__sklearn_is_fitted__() and not _state.structure_changes(self)
 
-    def __repr__(self):
-        # scikit-learn's style: the parameters set, not skorch's module listing
-        defaults, params = _defaults(type(self)), self.get_params(deep=False)
-        order = [*inspect.signature(type(self).__init__).parameters, *sorted(params)]
-        shown = [f"{name}={params[name]!r}" for name in dict.fromkeys(order)
-                 if name in params and not name.startswith("_")
-                 and not _state._same(defaults.get(name, _UNSET), params[name])]
-        return f"{type(self).__name__}({', '.join(shown)})"
+    # scikit-learn's printer, in pipelines and searches too (skorch's lists the module)
+    __repr__ = BaseEstimator.__repr__
+
+    def get_params(self, deep=True, **kwargs):
+        # skorch's lists every attribute not ending in "_": not its bookkeeping (a
+        # leading "_": _params_to_validate, scikit-learn's callbacks); with deep=False
+        # (clone, scikit-learn's repr) not skorch's parameters left at their defaults
+        params = {name: value for name, value in super().get_params(deep=deep, **kwargs).items()
+                  if not name.startswith("_")}
+        if deep:
+            return params
+        own, defaults = inspect.signature(type(self).__init__).parameters, _defaults(type(self))
+        return {name: value for name, value in params.items() if name in own
+                or not _state._same(defaults.get(name, _UNSET), value)}
 
     @property
     def _default_callbacks(self):
@@ -413,6 +423,7 @@ class _SparseTokenRegressor(NeuralNetRegressor):
                 self._build(sizes)
         return X, y, continues
 
+    @reports_fit  # a task of scikit-learn's callbacks, each epoch a sub-task
     def _train(self, X, y, warm, routing_method, fit_params):
         with training_lock(self), _state.Transaction(self) as transaction:
             X, y, continues = self._prepare_training(X, y, warm, routing_method, fit_params)
@@ -512,7 +523,9 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         Safe to call from several threads on one fitted estimator, also while
         another thread trains it (``partial_fit``): training and prediction hold
         the estimator's lock, so a prediction sees the weights between two
-        training calls, never half-updated ones. A sequence's prediction depends
+        training calls, or at the end of an epoch (while the fit runs its
+        ``on_epoch_end`` callbacks: a thread such a callback starts and joins
+        is served, not blocked), never half-updated ones. A sequence's prediction depends
         on that sequence and the weights only, not on the batch it is in: on the
         CPU bit for bit whatever ``batch_size`` (the paper's model runs its
         products in blocks of a fixed size; the encoder, the RNN and the FCN
@@ -537,7 +550,7 @@ class _SparseTokenRegressor(NeuralNetRegressor):
             e.g. on X far beyond the range trained on); ``score`` raises instead.
         """
         # checked input, float64 output, a warning on non-finite values
-        with training_lock(self):
+        with training_lock(self).reading():
             X = _checks.check_X(self, X)
             y_pred = self._predict_checked(X)
         problem = _non_finite(self, y_pred, X)
@@ -615,7 +628,7 @@ class _SparseTokenRegressor(NeuralNetRegressor):
             1 is a perfect prediction, 0 that of the mean of ``y``.
         """
         # y checked against X, and no R^2 of non-finite predictions
-        with training_lock(self):
+        with training_lock(self).reading():
             X = _checks.check_X(self, X)
             y = _layout.check_target(y, X)
             y_pred = self._predict_checked(X)
@@ -705,9 +718,10 @@ class _SparseTokenRegressor(NeuralNetRegressor):
         None
         """
         # metadata with the weights, atomic writes
-        _persistence.save(self, dict(f_params=f_params, f_optimizer=f_optimizer,
-                                     f_criterion=f_criterion, f_history=f_history, **kwargs),
-                          use_safetensors)
+        with training_lock(self).reading():  # the weights of one step, never half-updated
+            _persistence.save(self, dict(f_params=f_params, f_optimizer=f_optimizer,
+                                         f_criterion=f_criterion, f_history=f_history,
+                                         **kwargs), use_safetensors)
 
     def load_params(self, f_params=None, f_optimizer=None, f_criterion=None, f_history=None,
                     checkpoint=None, use_safetensors=False, **kwargs):
@@ -754,8 +768,16 @@ class _SparseTokenRegressor(NeuralNetRegressor):
                            f_history=f_history, **kwargs), checkpoint, use_safetensors)
 
     def __getstate__(self):
-        # the training generator is not picklable as such
-        return _persistence.pickled(super().__getstate__())
+        # the training generator is not picklable as such; under the lock, as predict
+        with training_lock(self).reading():
+            return _persistence.pickled(super().__getstate__())
+
+    def notify(self, method_name, **cb_kwargs):
+        # at an epoch's end other threads' reads may go ahead (a callback's helper thread)
+        if method_name != "on_epoch_end":
+            return super().notify(method_name, **cb_kwargs)
+        with training_lock(self).paused():
+            return super().notify(method_name, **cb_kwargs)
 
     def __setstate__(self, state):
         # "auto" device and older pickles

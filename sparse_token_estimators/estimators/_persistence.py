@@ -486,6 +486,18 @@ def _check_fits(component, state, what, net, recorded=False):
     )
 
 
+#: what torch's learning-rate schedulers add to an optimizer's param groups (``initial_lr``
+#: of every one of them, the bounds of ``OneCycleLR`` and ``CyclicLR``): the same optimizer
+#: with or without a scheduler
+_SCHEDULER_KEYS = frozenset({"initial_lr", "max_lr", "min_lr", "base_lr", "max_momentum",
+                             "base_momentum"})
+
+
+def _settings(group):
+    """A param group's settings, less ``params`` and what a scheduler adds."""
+    return set(group) - {"params"} - _SCHEDULER_KEYS
+
+
 def _check_optimizer_fits(optimizer, state, what):
     groups = optimizer.state_dict()["param_groups"]
     saved = state.get("param_groups") if isinstance(state, dict) else None
@@ -495,10 +507,10 @@ def _check_optimizer_fits(optimizer, state, what):
     elif [len(g["params"]) for g in saved] != [len(g["params"]) for g in groups]:
         problem = (f"it has {[len(g['params']) for g in saved]} parameters per group, this "
                    f"optimizer {[len(g['params']) for g in groups]}")
-    elif any(set(a) != set(b) for a, b in zip(saved, groups)):
-        problem = (f"its settings {sorted(set(saved[0]) - {'params'})} are those of another "
+    elif any(_settings(a) != _settings(b) for a, b in zip(saved, groups)):
+        problem = (f"its settings {sorted(_settings(saved[0]))} are those of another "
                    f"optimizer than this {type(optimizer).__name__} "
-                   f"({sorted(set(groups[0]) - {'params'})})")
+                   f"({sorted(_settings(groups[0]))})")
     else:
         params = [p for group in optimizer.param_groups for p in group["params"]]
         ids = [i for group in saved for i in group["params"]]

@@ -210,7 +210,7 @@ class SparseTokenEncoder(_SparseTokenRegressor):
         >>> est.predict_attention(X[:3]).shape
         (3, 10)
         """
-        with training_lock(self), self.device_scope(), torch.no_grad():
+        with training_lock(self).reading(), self.device_scope(), torch.no_grad():
             X = _checks.check_X(self, X)
             self.module_.eval()
             weights = [self._in_blocks(to_tensor(unpack_data(batch)[0], self.device),

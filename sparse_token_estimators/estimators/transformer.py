@@ -252,7 +252,7 @@ class SparseTokenTransformer(_SparseTokenRegressor):
         attention : ndarray of shape (n_samples, seq_len), float32
         """
         # skorch's iterator: batch_size=-1 is one batch of everything, as in predict
-        with training_lock(self), self.device_scope(), torch.no_grad():
+        with training_lock(self).reading(), self.device_scope(), torch.no_grad():
             X = _checks.check_X(self, X)
             self.module_.eval()
             batches = self.get_iterator(self.get_dataset(X), training=False)

@@ -106,7 +106,16 @@ class RunLock:
         self.command = command
         self._fd = None
 
-    def acquire(self):
+    def _still_named(self, fd):
+        """Whether ``self.path`` still names the file open as ``fd``."""
+        try:
+            named = os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            return False
+        held = os.fstat(fd)
+        return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+    def acquire(self, attempt=0):
         try:
             import fcntl
         except ImportError:  # no flock on this platform: one run at a time is up to the user
@@ -137,6 +146,14 @@ class RunLock:
                                 "time per folder; wait for it to end or choose another --out"
                                 ) from None
             raise StoreError(f"cannot lock {self.path}: {exc.strerror or exc}") from None
+        if not self._still_named(fd):
+            # its holder removed the file (a refused run that made the folder) between our
+            # open and our flock: a lock on it would lock nothing; take the new one's
+            os.close(fd)
+            if attempt >= 8:
+                raise StoreError(f"cannot lock {self.path}: the file is removed and made again "
+                                 "by another process, over and over") from None
+            return self.acquire(attempt + 1)
         self._fd = fd
         about = f"PID {os.getpid()}" + (f": {self.command}" if self.command else "")
         try:  # another descriptor: closing it leaves the flock of ``fd`` in place
@@ -152,11 +169,25 @@ class RunLock:
         _remove_stale_temporaries(self.out)
         return self
 
-    def release(self):
-        """Let another run have the folder (closing the file releases the lock)."""
+    def release(self, remove=False):
+        """Let another run have the folder (closing the file releases the lock).
+
+        With ``remove=True`` the lock file is deleted first, while the lock is
+        still held, and only if it is this lock's file (a run that made the folder
+        and is refused leaves nothing). A lock not held (never taken, refused,
+        released) removes nothing: another run's lock file is never deleted.
+        """
         if self._fd is not None:
+            if remove and self._still_named(self._fd):
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path)
             os.close(self._fd)
             self._fd = None
+
+    @property
+    def held(self):
+        """Whether this process holds the lock."""
+        return self._fd is not None
 
     def __enter__(self):
         return self.acquire()
