@@ -1,14 +1,15 @@
-"""``critical_width`` with each width's rates and seeds as one group, against lone fits.
+"""``critical_width`` with its two trainers, against the same fits made alone by hand.
 
 The paper's model (``SparseTokenTransformer``, 1 positional draw, batch 32)
 at T = 16, d = 8, q = 3, searched over ``pe_dim`` from 4 with 3 rates and
 3 seeds (a width's group: 9 fits; the steps check's: 3), the whole search
 run three ways, side by side in rotating order:
 
-- ``lone``: every fit alone, one after the other (the search before groups;
-  the private switch ``_critical_width._LONE_FITS``; the baseline);
-- ``exact``: ``trainer="exact"``, the default (each fit bit for bit its
-  lone fit: checked here, table and width);
+- ``lone``: the fits of the exact search's table (width, rate, seed, steps),
+  each made alone by hand, one after the other, and scored (the baseline:
+  what the search costs without its own work);
+- ``exact``: ``trainer="exact"``, the default (each fit its lone fit, one
+  after another; its table is checked against the lone fits' scores);
 - ``fused``: ``trainer="fused"``, each group one stacked model (equal to the
   lone fits to float rounding: the largest difference of a validation
   score is reported, and whether the width is the same).
@@ -25,9 +26,10 @@ machine the CPU clock is the steadier).
 import math
 
 import torch
+from sklearn.base import clone
 
 import common
-from sparse_token_estimators import SparseTokenTransformer, _critical_width, make_sparse_selection
+from sparse_token_estimators import SparseTokenTransformer, make_sparse_selection
 from sparse_token_estimators.model_selection import critical_width
 
 SEQ_LEN, TOKEN_DIM, N_SELECTED = 16, 8, 3
@@ -55,26 +57,30 @@ def main():
 
     def search(case):
         def run():
-            _critical_width._LONE_FITS = case == "lone"
-            try:
-                results[case] = critical_width(
-                    est, "pe_dim", X, y, lr_grid=RATES, seeds=SEEDS, start=4,
-                    stop=args.stop, target=args.target, validation=validation,
-                    trainer="fused" if case == "fused" else "exact")
-            finally:
-                _critical_width._LONE_FITS = False
+            results[case] = critical_width(
+                est, "pe_dim", X, y, lr_grid=RATES, seeds=SEEDS, start=4, stop=args.stop,
+                target=args.target, validation=validation, trainer=case)
         return run
 
-    times = common.compare({case: search(case) for case in ("lone", "exact", "fused")},
+    search("exact")()  # its table: the fits the lone case makes
+    settings = [(r["width"], r["lr"], r["seed"], r["steps_multiplier"])
+                for r in results["exact"].table]
+    scores = []
+
+    def lone():
+        scores.clear()
+        for width, lr, seed, multiplier in settings:
+            net = clone(est).set_params(pe_dim=width, lr=lr, random_state=seed,
+                                        max_epochs=args.epochs * multiplier).fit(X, y)
+            scores.append(net.score(*validation))
+
+    times = common.compare({"lone": lone, "exact": search("exact"), "fused": search("fused")},
                            repeats=repeats, device=args.device)
-
-    def rows_of(result):
-        return [{k: v for k, v in row.items() if k != "fit_time"} for row in result.table]
-
-    lone = results["lone"]
-    assert rows_of(results["exact"]) == rows_of(lone), "exact groups differ from lone fits"
+    exact = results["exact"]
+    assert [r["val_score"] for r in exact.table] == scores, "exact differs from lone fits"
     rows = []
-    for case, result in results.items():
+    for case, result in {"lone": exact, "exact": exact, "fused": results["fused"]}.items():
+        lone = exact  # its scores are the lone fits' (checked above)
         same = ([(r["width"], r["lr"], r["seed"]) for r in result.table]
                 == [(r["width"], r["lr"], r["seed"]) for r in lone.table])
         gap = max((abs(a["val_score"] - b["val_score"]) for a, b in

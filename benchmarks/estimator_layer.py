@@ -38,6 +38,11 @@ LAYER_FILES = ("_base.py", "_checks.py", "_params.py", "_fitted.py", "_persisten
                "_more_estimators.py", "_ssm_estimator.py", "callbacks.py", "checkpoints.py")
 
 
+def package_files(root):
+    """Every Python file of the package under ``root`` (what the private-name guard reads)."""
+    return sorted((Path(root) / "sparse_token_estimators").rglob("*.py"))
+
+
 def layer_files(root):
     """The estimator layer's files under ``root`` (a checkout of the repository)."""
     package = Path(root) / "sparse_token_estimators"
@@ -81,12 +86,74 @@ def _library_private_names():
                 names.update(vars(klass))
     names.update(vars(NeuralNetRegressor(torch.nn.Linear)))  # set by __init__
     names.add("prefixes_")  # skorch's bookkeeping of components, swapped only in __dict__
-    return {name for name in names if name not in HOOKS
+    # torch's: a module's, an optimizer's, a tensor's, a generator's, a data loader's
+    for obj in (torch.nn.Linear(1, 1), torch.optim.Adam(torch.nn.Linear(1, 1).parameters()),
+                torch.zeros(1), torch.Generator(),
+                torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.zeros(1)))):
+        for klass in type(obj).__mro__:
+            if klass.__module__.split(".")[0] == "torch":
+                names.update(vars(klass))
+        names.update(getattr(obj, "__dict__", {}))
+    return {name for name in names if name not in HOOKS and name not in NAMEDTUPLE
             and ((name.startswith("_") and not name.endswith("__")) or name == "prefixes_")}
 
 
+#: the public methods of a namedtuple (its fields' names start with "_" to stay apart)
+NAMEDTUPLE = {"_replace", "_asdict", "_fields", "_make", "_field_defaults"}
+#: the libraries whose private names the package must not touch
+LIBRARIES = ("skorch", "sklearn", "torch")
+
+
+def _defined(tree):
+    """The names a file defines: functions, classes, assigned names and attributes."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+    return names
+
+
+def _modules(tree):
+    """The names a file binds to modules it imports (``from . import _state``)."""
+    return {alias.asname or alias.name for node in ast.walk(tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+
+
+def foreign_private_attributes(files):
+    """``{name: [file:line, ...]}``: an object's private attribute ``x._name`` read in a
+    file that does not define ``_name`` (``self``/``cls``, a module's own functions and a
+    namedtuple's methods aside); and private keyword names passed to a call."""
+    found = {}
+    for path in files:
+        tree = ast.parse(Path(path).read_text())
+        defined, modules = _defined(tree), _modules(tree)
+        for node in ast.walk(tree):
+            name = None
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                    and not node.attr.endswith("__") and node.attr not in NAMEDTUPLE \
+                    and node.attr not in defined:
+                base = node.value
+                if not (isinstance(base, ast.Name) and (base.id in ("self", "cls")
+                                                         or base.id in modules)):
+                    name = node.attr
+            elif isinstance(node, ast.keyword) and node.arg and node.arg.startswith("_"):
+                name = node.arg
+            if name is not None:
+                found.setdefault(name, []).append(f"{Path(path).name}:{node.lineno}")
+    return found
+
+
 def private_names(files):
-    """``{name: [file:line, ...]}`` of skorch's and scikit-learn's private names touched."""
+    """``{name: [file:line, ...]}`` of skorch's, scikit-learn's and torch's private names
+    touched: attributes, strings naming them, private modules imported."""
     library = _library_private_names()
     found = {}
     for path in files:
@@ -99,8 +166,12 @@ def private_names(files):
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
                     and node.value in library:
                 name = node.value
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id in LIBRARIES and node.attr.startswith("_") \
+                    and not node.attr.endswith("__"):
+                name = f"{node.value.id}.{node.attr}"
             elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
-                    "skorch", "sklearn"):
+                    LIBRARIES):
                 if any(part.startswith("_") for part in node.module.split(".")):
                     name = node.module
                 elif any(alias.name.startswith("_") for alias in node.names):

@@ -39,7 +39,7 @@ from sklearn.exceptions import FitFailedWarning
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import train_test_split
 
-from ._group import _groupable, fit_group
+from ._group import fit_group, trainer_of
 from ._search_args import (
     check_bracket_args,
     check_device,
@@ -51,6 +51,7 @@ from ._search_args import (
     check_width_multiple,
 )
 from ._sklearn_callbacks import SearchTask, check_callbacks, fit_in
+from ._trainers import check_trainer
 from .datasets import SparseSelectionStream
 
 #: what a search can end with
@@ -58,11 +59,6 @@ STATUSES = ("found", "at start", "> stop", "unresolved", "non-monotone")
 #: how many times its steps a non-monotone search is searched again with (the fourth set
 #: of the reproduction's verdicts: a width failing where a narrower one passed)
 AGAIN = 2
-#: the ways ``critical_width`` trains a width's rates and seeds (its ``trainer``)
-TRAINERS = ("exact", "fused")
-#: every fit alone, one by one (or in parallel), as before groups: what tests and
-#: benchmarks compare the groups with (private; ``critical_width`` never sets it)
-_LONE_FITS = False
 
 
 @dataclass
@@ -578,7 +574,7 @@ def _stops_the_search(exc):
 
 def _fit_group(estimator, settings, train, validation, test, scorer, error_score, trainer):
     """The rows of :func:`_fit_one` for every setting, the fits trained side by side
-    (``fit_group``: "exact", each bit for bit its lone fit; "fused", to float rounding).
+    (``fit_group(..., trainer="fused")``: equal to their lone fits to float rounding).
 
     A fit that fails (its error returned by ``fit_group``, or its scoring) gets
     the row of a failed lone fit; each ``fit_time`` is an even share of the
@@ -589,7 +585,7 @@ def _fit_group(estimator, settings, train, validation, test, scorer, error_score
     X, y = train[0], (train[1] if len(train) > 1 else None)
     start = time.perf_counter()
     try:
-        errors = fit_group(nets, [(X, y)] * len(nets), mode=trainer,
+        errors = fit_group(nets, [(X, y)] * len(nets), trainer=trainer,
                            stop_all=_stops_the_search)
     except KeyboardInterrupt as exc:  # every fit of the group undone, none scored
         raise _Interrupted(str(exc)) from None
@@ -605,17 +601,18 @@ def _reraise(error):
         raise error
 
 
-def _trains_groups(estimator, X, seed_param, n_jobs):
-    """Whether a width's fits train as one group: one of the package's estimators that
-    ``fit_group`` trains side by side, each fit seeded by its parameter, fits one at a
-    time (``n_jobs`` None or 1, and no joblib backend running more), and training data
-    whose draws do not depend on the order of the fits (a stream seeded by an int)."""
-    if _LONE_FITS or seed_param is None or effective_n_jobs(n_jobs) != 1:
+def _trains_groups(estimator, X, seed_param, n_jobs, trainer="fused"):
+    """Whether a width's fits train as one fused group: ``trainer`` "fused" and an
+    estimator that trains fused (``trainer_of``: its class says so), each fit seeded by
+    its parameter, fits one at a time (``n_jobs`` None or 1, and no joblib backend
+    running more), and training data whose draws do not depend on the order of the
+    fits (a stream seeded by an int). Otherwise every fit is a lone fit ("exact")."""
+    if trainer != "fused" or seed_param is None or effective_n_jobs(n_jobs) != 1:
         return False
     if isinstance(X, SparseSelectionStream) and not (
             X.random_state is None or isinstance(X.random_state, numbers.Integral)):
         return False  # a RandomState or Generator is consumed once per epoch of each fit
-    return _groupable(estimator)
+    return trainer_of(estimator, trainer) == "fused"
 
 
 def _fit_all(estimator, settings, seed_param, data, scorer, error_score, n_jobs, verbose,
@@ -624,9 +621,9 @@ def _fit_all(estimator, settings, seed_param, data, scorer, error_score, n_jobs,
 
     The one place that dispatches fits (joblib, so that
     ``joblib.parallel_config("dask")`` sends them to a cluster): with a
-    ``trainer``, all of them as one group (one task), else one task per fit,
-    in parallel. ``settings`` is a list of ``(params, seed)``; ``tasks`` their
-    tasks of scikit-learn's callbacks (lone fits only), or None.
+    ``trainer`` ("fused"), all of them as one group (one task), else one task
+    per lone fit, in parallel. ``settings`` is a list of ``(params, seed)``;
+    ``tasks`` their tasks of scikit-learn's callbacks (lone fits only), or None.
     """
     parallel = Parallel(n_jobs=n_jobs, verbose=max(0, verbose - 1))
     if trainer is not None:
@@ -707,18 +704,14 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
     reproduction's verdicts); ``settled`` and ``upper_bound`` say how far
     the steps check settled the width.
 
-    The fits of a width (rates x seeds) are trained side by side as one
-    group when they run one at a time (``n_jobs`` None or 1) and the
-    estimator is one of the package's transformer, FCN, encoder and RNN (as
-    they are, with their own module): each fit is built, seeded, trained and
-    scored as alone, and in the default ``trainer="exact"`` ends bit for bit
-    as its lone fit would, so the table, the scores and the width are the
-    same. Any other estimator (``SparseTokenSSM``, a subclass, a user's
-    skorch module or estimator, ``seed_param=None``), and every estimator
-    with ``n_jobs`` > 1, is fitted one fit at a time as before: with
-    ``n_jobs`` > 1 the fits of a round run in parallel through joblib, so
-    ``joblib.parallel_config("dask")`` runs them on a Dask cluster (a group
-    is one task).
+    The fits of a width (rates x seeds) are lone fits, one after another
+    (or, with ``n_jobs`` > 1, in parallel through joblib, so that
+    ``joblib.parallel_config("dask")`` runs them on a Dask cluster), each
+    built, seeded, trained and scored as alone. With ``trainer="fused"``,
+    ``n_jobs`` None or 1 and an estimator whose class declares a
+    ``fused_trainer`` (the paper's model, with its own module), a width's
+    fits train side by side as one stacked model (``fit_group``; one task),
+    each fit still its own ``fit``; any other estimator is fitted alone.
 
     Every argument is checked before the first fit. A failed fit scores
     ``error_score``: when some fits fail, a ``FitFailedWarning`` says so
@@ -790,20 +783,20 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
         As in scikit-learn's searches: the score of a failed fit (e.g. a
         diverged one); "raise" re-raises its error.
     n_jobs : int or None, default=None
-        Fits at once (joblib). None or 1 (and no joblib backend set to run
-        more): each width's fits train as one group, as above.
+        Fits at once (joblib). With ``trainer="fused"``, None or 1 (and no
+        joblib backend set to run more): each width's fits train as one
+        group, as above.
     trainer : {"exact", "fused"}, default="exact"
-        How a group trains. "exact": its fits share the loop over the batches
-        (one backward pass per round for all of them), each bit for bit its
-        lone fit. "fused": a group of the paper's model
-        (``SparseTokenTransformer`` with its own module, Adam and the
-        settings ``fit_group`` fuses) trains as one stacked model, one
-        batched forward, backward and Adam step per round for all of its
-        fits; faster, but its fits equal their lone fits to float rounding
-        only, not bit for bit (a score may differ in its last digits, and a
-        crossing decided by that margin could move). Other estimators'
-        groups train "exact"; fits that are not grouped (see ``n_jobs``) are
-        lone fits.
+        How a width's fits train. "exact": each its own plain ``fit``, one
+        after another (bit for bit a lone fit: the table, the scores and the
+        width are those of lone fits). "fused": a group of an estimator that
+        declares a ``fused_trainer`` (``SparseTokenTransformer``) trains as
+        one stacked model, one forward and backward pass per round for all
+        of its fits; 1.2x on a 2-core CPU
+        (``benchmarks/bench_critical_width_group.py``), but its fits equal
+        their lone fits to float rounding only (a score
+        may differ in its last digits, and a crossing decided by that
+        margin could move). Other estimators train "exact".
     verbose : int, default=0
         1: a line per width as its score is found (the best mean score and
         its rate); 2 and more: joblib's progress too.
@@ -843,11 +836,7 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
     check_error_score(error_score)
     check_n_jobs(n_jobs)
     check_device(params, type(estimator).__name__)
-    if not isinstance(trainer, str) or trainer not in TRAINERS:
-        raise ValueError(
-            f"trainer must be 'exact' (each width's fits side by side, each bit for bit its "
-            f"lone fit; the default) or 'fused' (the paper's model's fits as one stacked "
-            f"model, equal to lone fits to float rounding); got {trainer!r}.")
+    check_trainer(trainer)
     check_bracket_args(start, target=target, stop=stop, floor=floor, factor=factor,
                        refine=refine, fall_tol=fall_tol, check_steps=check_steps,
                        multiple=multiple)
@@ -859,7 +848,7 @@ def critical_width(estimator, param, X, y=None, *, lr_grid, target=0.8, start=4,
     callbacks = check_callbacks(callbacks, "critical_width")
     data = _split_data(X, y, validation, test, validation_fraction, random_state)
     scorer = check_scoring(estimator, scoring=scoring)
-    group = trainer if _trains_groups(estimator, X, seed_param, n_jobs) else None
+    group = trainer if _trains_groups(estimator, X, seed_param, n_jobs, trainer) else None
     group = None if callbacks else group  # lone fits: each fit's epochs reach the callbacks
     base_steps = params[steps_param]
     table, chosen, per_seed = [], {}, {}

@@ -1,100 +1,92 @@
-"""Fit a group of estimators side by side: each exactly as its own ``fit`` would.
+"""Fit a group of estimators, each exactly as its own ``fit`` would: :func:`fit_group`.
 
 A critical-width search fits one small model at every rate of a grid for
-every seed. :func:`fit_group` trains the fits of such a group in lock step:
-one backward pass per round for all the models' losses ("exact"), or, for the
-paper's model, one batched forward, backward and Adam step (``mode="fused"``,
-``_fused``), which pays a small model's per-operation costs once per group
-(what a GPU's kernel launches need; on the CPU the exact mode is about as
-fast as lone fits, the fused one up to 3.5x faster on small models:
-``benchmarks/bench_group.py``).
+every seed. ``trainer="exact"`` makes those fits one after another, each its
+own plain ``fit``: every record is its lone fit's, by construction.
+``trainer="fused"`` trains the fits whose estimator class declares a
+``fused_trainer`` (``_fused``: the paper's model) side by side, one stacked
+forward and backward pass per round for all of them, each fit still its own
+``fit`` in its own thread; they equal their lone fits to float rounding. The
+others train exactly. ``_trainers.check_trainer`` is the one check of the
+name, for ``fit_group``, ``critical_width``, the reproduction's configuration
+and its command line.
 
-Each estimator runs its own ``fit`` (its checks, its transaction, its seeded
-weights, data, shuffling and positional draws, its callbacks and ``history_``,
-its optimizer); only the loop over the batches is shared. The fits are
-nested: member k's ``fit`` reaches its loop, which starts member k + 1's
-``fit``, and the last one trains them all, one batch of each per round, each
-model's steps in the order of its lone fit. A model whose fit raises
-(``TrainingDivergedError``, a callback's stop) leaves the round alone, and its
-own ``fit`` raises or returns as a lone fit does; the others go on unchanged.
-Separate graphs share no gradient, so every model's weights, history and
-predictions are bit for bit those of its lone fit (tested). A
-``KeyboardInterrupt`` ends the fits it reaches as it ends lone fits, unless
-``stop_all`` says it stops them all (``critical_width``: a Ctrl-C, not a
-callback's planned stop): then every fit is undone and it propagates.
-
-What this module calls on each estimator (the entry points to re-point if
-the estimator layer changes): ``fit``, and skorch's ``fit_loop`` (replaced for
-the call, on the instance), ``check_data``, ``check_training_readiness``,
-``get_split_datasets``, ``get_iterator``, ``notify``, ``history``,
-``_zero_grad_optimizer``, ``_set_training``, ``infer``, ``get_loss``,
-``get_all_learnable_params``, ``_step_optimizer``, ``run_single_epoch`` and
-``validation_step``: the steps of skorch's ``fit_loop`` / ``train_step``, with
-``loss.backward()`` taken out and made once for the group.
+A ``KeyboardInterrupt`` (a Ctrl-C, a callback's ``raise KeyboardInterrupt``)
+ends the fit it reaches as it ends a lone fit, unless ``stop_all`` says it
+stops them all: then every fit is undone and it propagates.
 """
 
-import inspect
 import threading
-import time
+from collections.abc import Sequence
 
-import torch
-from sklearn.utils.metadata_routing import _routing_enabled, process_routing
-from skorch.callbacks import Callback
-from skorch.dataset import get_len, unpack_data
-from skorch.utils import TeeGenerator
+from ._fused import StackedRound, trainer_of
+from ._trainers import TRAINERS, check_trainer
+from .estimators._state import Transaction
 
-from ._fused import FusedStep, fusable
+__all__ = ["TRAINERS", "check_trainer", "fit_group", "group_cpu_seconds", "trainer_of"]
 
-__all__ = ["fit_group", "group_cpu_seconds"]
-
-#: the members of one chain of nested fits (deeper nesting would near Python's stack limit)
-_CHAIN = 32
-#: id(estimator) -> CPU seconds attributed to it, while its group trains (this thread)
-_CLOCKS = threading.local()
+#: id(estimator) -> (its fused group, its place there), while the group trains
+_MEMBERS = {}
+_MEMBERS_LOCK = threading.Lock()
 
 
-def _groupable(net):
-    """Whether ``net`` can join a group: one of the package's four estimators, as they are,
-    with their own module and an optimizer that takes no closure."""
-    from .estimators import (
-        SparseTokenEncoder,
-        SparseTokenFCN,
-        SparseTokenRNN,
-        SparseTokenTransformer,
-    )
+def _check_group(estimators, data):
+    """Refuse, before any fit, what ``fit_group`` cannot train (naming the fix)."""
+    if not isinstance(estimators, Sequence) or isinstance(estimators, str):
+        raise ValueError(f"estimators must be a list of estimators; got "
+                         f"{type(estimators).__name__}.")
+    if not isinstance(data, Sequence) or isinstance(data, str):
+        raise ValueError(f"data must be a list of (X, y) pairs, one per estimator; got "
+                         f"{type(data).__name__}.")
+    seen = {}
+    for i, net in enumerate(estimators):
+        if isinstance(net, type):
+            raise ValueError(
+                f"estimators[{i}] is the class {net.__name__}, not an estimator: pass an "
+                f"instance, e.g. {net.__name__}(...).")
+        if not callable(getattr(net, "fit", None)):
+            raise ValueError(f"estimators[{i}] has no fit method; got {type(net).__name__}.")
+        if id(net) in seen:
+            raise ValueError(
+                f"estimators[{seen[id(net)]}] and estimators[{i}] are the same estimator: "
+                "each fit of a group needs its own (one estimator fitted twice would end as "
+                "its second fit only); pass sklearn.base.clone(estimator) for each.")
+        seen[id(net)] = i
+    if len(estimators) != len(data):
+        raise ValueError(f"fit_group needs one (X, y) per estimator; got {len(estimators)} "
+                         f"estimators and {len(data)} data sets.")
+    for i, pair in enumerate(data):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            got = (f"a {type(pair).__name__} of {len(pair)}" if isinstance(pair, (tuple, list))
+                   else f"a {type(pair).__name__}")
+            raise ValueError(
+                f"data[{i}] must be a pair (X, y) (y None for a SparseSelectionStream); got "
+                f"{got}. Pass [(X, y), ...]; sample weights are not supported.")
 
-    kinds = (SparseTokenTransformer, SparseTokenFCN, SparseTokenEncoder, SparseTokenRNN)
-    if type(net) not in kinds:  # a subclass may override a step of the loop
-        return False
-    default_module = inspect.signature(type(net)).parameters["module"].default
-    return net.module is default_module and net.optimizer is not torch.optim.LBFGS
 
-
-def fit_group(estimators, data, *, mode="exact", stop_all=None):
-    """Fit every estimator on its data, side by side; each ends as its lone ``fit``.
+def fit_group(estimators, data, *, trainer="exact", stop_all=None):
+    """Fit every estimator on its data; each ends as its lone ``fit``.
 
     Parameters
     ----------
     estimators : list of estimators
         The fits of a group, e.g. one model and width at several rates and
-        seeds. The transformer, the FCN, the encoder and the RNN train
-        together; any other (``SparseTokenSSM``, a subclass, a user's module,
-        LBFGS) is fitted alone, with the same result.
+        seeds; each a distinct estimator (``sklearn.base.clone`` one for each).
     data : list of (X, y)
         Each estimator's training data (``y`` None for a ``SparseSelectionStream``).
-    mode : {"exact", "fused"}, default="exact"
-        "exact": every model bit for bit its lone fit. "fused": a group of the
-        paper's model (``_fused.fusable``) trains as one stacked model, equal to
-        its lone fits to float rounding; any other group trains exactly.
+    trainer : {"exact", "fused"}, default="exact"
+        "exact": the fits one after another, each its own plain ``fit``.
+        "fused": the estimators whose class declares a ``fused_trainer``
+        (``SparseTokenTransformer``, with its own module) train side by side
+        as one stacked model, equal to their lone fits to float rounding
+        (:func:`trainer_of` says which); the others as with "exact".
     stop_all : callable or None, default=None
         What a ``KeyboardInterrupt`` raised in a fit of the group (a Ctrl-C,
         a callback's ``raise KeyboardInterrupt``) does. None, or
-        ``stop_all(exc)`` False: it ends the fits it reaches as it ends a lone
-        fit (skorch ends a training on it as if it were complete; a callback's
-        planned stop, e.g. ``EarlyStopping``, ends its own model only).
-        ``stop_all(exc)`` True: every fit stops at once and ``fit_group``
-        raises ``exc``; the fits it cut short are undone (their estimators
-        as before the call), none is scored.
+        ``stop_all(exc)`` False: it ends the fit it reaches as it ends a lone
+        fit (skorch ends a training on it as if it were complete).
+        ``stop_all(exc)`` True: every fit stops and ``fit_group`` raises
+        ``exc``; every estimator is then as before the call.
 
     Returns
     -------
@@ -115,45 +107,35 @@ def fit_group(estimators, data, *, mode="exact", stop_all=None):
     >>> bool((lone.predict(X) == nets[3].predict(X)).all())
     True
     """
-    if mode not in ("exact", "fused"):
-        raise ValueError(f"mode must be 'exact' or 'fused'; got {mode!r}.")
+    check_trainer(trainer)
     if stop_all is not None and not callable(stop_all):
         raise ValueError(f"stop_all must be None or a callable (KeyboardInterrupt -> bool); "
                          f"got {stop_all!r}.")
-    if len(estimators) != len(data):
-        raise ValueError(f"fit_group needs one (X, y) per estimator; got {len(estimators)} "
-                         f"estimators and {len(data)} data sets.")
+    _check_group(estimators, data)
+    undo = [Transaction(net) for net in estimators]
     errors = [None] * len(estimators)
-    members = []
+    fused = [i for i, net in enumerate(estimators) if trainer_of(net, trainer) == "fused"]
     try:
         for i, net in enumerate(estimators):
-            if _groupable(net):
-                members.append(i)
-            else:
-                errors[i] = _guarded_lone_fit(net, *data[i], stop_all)
-        for start in range(0, len(members), _CHAIN):
-            chain = members[start:start + _CHAIN]
-            group = _Group([estimators[i] for i in chain], [data[i] for i in chain], mode,
-                           stop_all)
-            for i, error in zip(chain, group.run()):
+            if i not in fused:
+                errors[i] = _fit(net, *data[i], stop_all)
+        if fused:
+            for i, error in zip(fused, _fit_fused([estimators[i] for i in fused],
+                                                  [data[i] for i in fused], stop_all)):
                 errors[i] = error
     except _Abort as abort:
+        for transaction in undo:
+            transaction.rollback()
         raise abort.interrupt from None
     return errors
 
 
 def group_cpu_seconds(net, default):
-    """CPU seconds of ``net``'s training in its group (its own steps, an even share of the
-    shared backward passes); ``default`` when it is not training in a group."""
-    return getattr(_CLOCKS, "seconds", {}).get(id(net), default)
-
-
-def _lone_fit(net, X, y):
-    try:
-        net.fit(X) if y is None else net.fit(X, y)
-    except Exception as exc:  # noqa: BLE001 -- reported per estimator, as a lone fit raises
-        return exc
-    return None
+    """CPU seconds of ``net``'s training in its fused group (an even share of the group's
+    while it trains); ``default`` when it is not training in one (a lone fit: its own)."""
+    with _MEMBERS_LOCK:
+        member = _MEMBERS.get(id(net))
+    return default if member is None else member[0].cpu_seconds(member[1])
 
 
 class _Abort(BaseException):
@@ -171,208 +153,72 @@ def _check_abort(stop_all, exc):
         raise _Abort(exc) from exc
 
 
-def _guarded_lone_fit(net, X, y, stop_all):
-    """``_lone_fit``, its training loop's interrupts checked against ``stop_all``."""
+def _fit(net, X, y, stop_all):
+    """``net``'s own ``fit``: the error it raises, or None; an interrupt of its training
+    loop is checked against ``stop_all`` (skorch's ``fit_loop``, wrapped for the call)."""
     loop = getattr(net, "fit_loop", None)
-    if stop_all is None or not callable(loop):
-        return _lone_fit(net, X, y)
+    if stop_all is not None and callable(loop):
+        def guarded(*args, **kwargs):
+            try:
+                return loop(*args, **kwargs)
+            except KeyboardInterrupt as exc:
+                _check_abort(stop_all, exc)
+                raise
 
-    def guarded(*args, **kwargs):
-        try:
-            return loop(*args, **kwargs)
-        except KeyboardInterrupt as exc:
-            _check_abort(stop_all, exc)
-            raise
-
-    net.fit_loop = guarded  # this instance, this call
+        net.fit_loop = guarded  # this instance, this call
     try:
-        return _lone_fit(net, X, y)
+        net.fit(X) if y is None else net.fit(X, y)
     except KeyboardInterrupt as exc:
         _check_abort(stop_all, exc)
         raise
+    except Exception as exc:  # noqa: BLE001 -- reported per estimator, as a lone fit raises
+        return exc
     finally:
         net.__dict__.pop("fit_loop", None)
+    return None
 
 
-class _Stop(Exception):
-    """A model left the group: ``outcome`` is what its loop raises at its own level."""
+def _fit_fused(nets, data, stop_all):
+    """Each net's own ``fit`` in its own thread, their steps made by one ``StackedRound``
+    in this thread; returns their errors."""
+    group = StackedRound(len(nets))
+    outcomes = [None] * len(nets)
 
-    def __init__(self, outcome):
-        super().__init__()
-        self.outcome = outcome
-
-
-class _Group:
-    """One chain of nested fits and the lock-step loop the last one runs."""
-
-    def __init__(self, nets, data, mode, stop_all=None):
-        self.nets, self.data, self.mode, self.fused = nets, data, mode, None
-        self.stop_all, self.aborted = stop_all, False
-        n = len(nets)
-        self.errors, self.loops, self.outcomes = [None] * n, [None] * n, [None] * n
-
-    def run(self):
-        seconds = getattr(_CLOCKS, "seconds", None)
-        if seconds is None:
-            seconds = _CLOCKS.seconds = {}
-        for net in self.nets:
-            seconds[id(net)] = 0.0
+    def member(k):
+        net = nets[k]
+        net.train_step_single = type(net).fused_trainer.train_step_single(group, k, net)
         try:
-            self._enter(0)
+            group.begin(k)
+            outcomes[k] = _fit(net, *data[k], stop_all)
+        except BaseException as exc:  # noqa: BLE001 -- an interrupt: raised in the caller
+            outcomes[k] = exc
+            if isinstance(exc, _Abort):
+                group.halt(exc)
         finally:
-            for net in self.nets:
-                seconds.pop(id(net), None)
-        return self.errors
+            net.__dict__.pop("train_step_single", None)
+            with _MEMBERS_LOCK:
+                _MEMBERS.pop(id(net), None)
+            group.leave(k)
 
-    def _enter(self, k):
-        """Fit member k; its loop enters member k + 1 (the last trains the group)."""
-        if k == len(self.nets):
-            self._train()
-            return
-        net, reached = self.nets[k], []
-
-        def joined_loop(X, y=None, epochs=None, *, _routing_method="fit", **fit_params):
-            reached.append(True)
-            try:
-                self.loops[k] = _loop(self, net, X, y, epochs, _routing_method, fit_params)
-            except KeyboardInterrupt as exc:
-                self.check_abort(exc)
-                raise
-            finally:  # its set-up may fail: the others are fitted all the same
-                if not self.aborted:
-                    self._enter(k + 1)
-            if self.outcomes[k] is not None:
-                raise self.outcomes[k]
-            return net
-
-        net.fit_loop = joined_loop  # this instance, this call (skorch's fit_loop otherwise)
-        try:
-            self.errors[k] = _lone_fit(net, *self.data[k])
-        except KeyboardInterrupt as exc:  # out of its fit, before or after its loop
-            self.check_abort(exc)
-            raise
-        finally:
-            net.__dict__.pop("fit_loop", None)
-        if not reached:  # its fit failed before its loop: the others go on without it
-            self._enter(k + 1)
-
-    def check_abort(self, exc):
-        """Raise ``_Abort`` (and stop every fit) if ``stop_all`` says so of ``exc``."""
-        try:
-            _check_abort(self.stop_all, exc)
-        except _Abort:
-            self.aborted = True
-            raise
-
-    def _train(self):
-        """Every model's steps, one batch of each per round: exact, one backward pass per
-        round for the models' own forward passes; fused, one ``FusedStep``."""
-        seconds = _CLOCKS.seconds
-        pending = {k: None for k, loop in enumerate(self.loops) if loop is not None}
-        if self.mode == "fused" and pending and fusable([self.nets[k] for k in pending]):
-            self.fused = FusedStep({k: self.nets[k] for k in pending})
-        try:
-            while pending:
-                items = {}
-                for k, value in pending.items():
-                    start = time.process_time()
-                    try:
-                        items[k] = self.loops[k].send(value)
-                    except StopIteration:
-                        pass
-                    except _Stop as stop:
-                        self.outcomes[k] = stop.outcome
-                    except Exception as exc:  # noqa: BLE001 -- this model's fit raises it
-                        self.outcomes[k] = exc
-                    finally:
-                        seconds[id(self.nets[k])] += time.process_time() - start
-                if not items:
-                    break
-                start = time.process_time()
-                if self.fused is not None:
-                    pending = self.fused(items)
-                else:
-                    torch.autograd.backward(list(items.values()))
-                    pending = dict.fromkeys(items)
-                share = (time.process_time() - start) / len(items)
-                for k in items:
-                    seconds[id(self.nets[k])] += share
-        except KeyboardInterrupt as exc:  # Ctrl-C: every model stops, as a lone fit does
-            self.check_abort(exc)
-            for k in pending:
-                self.outcomes[k] = exc
-        finally:
-            if self.fused is not None:
-                self.fused.finish()
-
-
-def _notify(group, net, name, **kwargs):
-    """``net.notify``, skipping the callbacks whose method is skorch's empty one (a cost
-    counted on every batch of a small model); an error of a callback (its stop,
-    ``TrainingDivergedError``) ends this model's loop only (an interrupt ``stop_all``
-    takes, every model's)."""
-    empty = getattr(Callback, name)
+    with _MEMBERS_LOCK:
+        _MEMBERS.update({id(net): (group, k) for k, net in enumerate(nets)})
+    threads = [threading.Thread(target=member, args=(k,), daemon=True,
+                                name=f"fit_group-{k}") for k in range(len(nets))]
+    for thread in threads:
+        thread.start()
     try:
-        getattr(net, name)(net, **kwargs)
-        for _, callback in net.callbacks_:
-            if getattr(type(callback), name, None) is not empty:
-                getattr(callback, name)(net, **kwargs)
-    except (Exception, KeyboardInterrupt) as exc:
-        group.check_abort(exc)
-        raise _Stop(exc) from exc
-
-
-def _loop(group, net, X, y, epochs, routing_method, fit_params):
-    """skorch's ``fit_loop`` for ``net`` as a generator: it yields each training batch's
-    loss for the group's backward pass. Its set-up runs now, in ``net``'s own ``fit``."""
-    net.check_data(X, y)
-    net.check_training_readiness()
-    epochs = net.max_epochs if epochs is None else epochs
-    split_params = fit_params
-    if _routing_enabled():
-        split_params = process_routing(net, routing_method, **fit_params).get(
-            "splitter", {"split": {}})["split"]
-    dataset_train, dataset_valid = net.get_split_datasets(X, y, **split_params)
-    iterator_train = net.get_iterator(dataset_train, training=True)
-    iterator_valid = None if dataset_valid is None else net.get_iterator(dataset_valid)
-    return _epochs(group, net, epochs, iterator_train, iterator_valid, fit_params,
-                   {"dataset_train": dataset_train, "dataset_valid": dataset_valid})
-
-
-def _epochs(group, net, epochs, iterator_train, iterator_valid, fit_params, datasets):
-    """The epochs of skorch's ``fit_loop``, ``run_single_epoch`` and ``train_step``: exact,
-    it yields the batch's loss for the group's backward pass; fused, the batch, and
-    receives its loss after the group's step."""
-    for _ in range(epochs):
-        _notify(group, net, "on_epoch_begin", **datasets)
-        batch_count = 0
-        for batch in iterator_train:
-            _notify(group, net, "on_batch_begin", batch=batch, training=True)
-            net._set_training(True)
-            if group.fused is not None:  # no callback reads the gradients (fusable)
-                y_pred = None
-                loss = yield unpack_data(batch)  # the group's forward, backward and step
-            else:
-                net._zero_grad_optimizer()
-                Xi, yi = unpack_data(batch)
-                y_pred = net.infer(Xi, **fit_params)
-                loss = net.get_loss(y_pred, yi, X=Xi, training=True)
-                yield loss  # the group's backward pass
-                _notify(group, net, "on_grad_computed",
-                        named_parameters=TeeGenerator(net.get_all_learnable_params()),
-                        batch=batch, training=True)
-                net._step_optimizer(None)
-            net.history.record_batch("train_loss", loss.item())
-            net.history.record_batch("train_batch_size", get_len(batch[0]) if isinstance(
-                batch, (tuple, list)) else get_len(batch))
-            _notify(group, net, "on_batch_end", batch=batch, training=True, loss=loss,
-                    y_pred=y_pred)
-            batch_count += 1
-        net.history.record("train_batch_count", batch_count)
+        group.run()
+    except KeyboardInterrupt as exc:  # a Ctrl-C here: every fit ends as its lone fit would
         try:
-            net.run_single_epoch(iterator_valid, training=False, prefix="valid",
-                                 step_fn=net.validation_step, **fit_params)
-        except (Exception, KeyboardInterrupt) as exc:
-            group.check_abort(exc)
-            raise _Stop(exc) from exc
-        _notify(group, net, "on_epoch_end", **datasets)
+            _check_abort(stop_all, exc)
+            group.halt(exc)
+        except _Abort as abort:
+            group.halt(abort)
+        group.run()
+    finally:
+        for thread in threads:
+            thread.join()
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+            raise outcome
+    return outcomes

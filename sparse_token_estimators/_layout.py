@@ -551,8 +551,10 @@ def query_as_indicator(X, n_selected):
     T = X.shape[1] - n_selected
     tokens = X[:, :T, :INDICATOR]  # (B, T, d)
     index = X[:, T:, INDICATOR].long() - 1  # (B, q): 0-based positions
-    indicator = torch.zeros(X.shape[0], T, dtype=X.dtype, device=X.device)
-    return tokens, indicator.scatter_(1, index, 1.0)  # (B, T, d), (B, T)
+    # zeros shaped as X's rows (not a fresh tensor), out of place: what torch.func.vmap
+    # takes (``_fused`` runs the modules stacked)
+    indicator = torch.zeros_like(X[:, :T, INDICATOR])
+    return tokens, indicator.scatter(1, index, 1.0)  # (B, T, d), (B, T)
 
 
 def indicator_as_query(X, n_selected):

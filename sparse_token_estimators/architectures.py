@@ -336,17 +336,18 @@ class TransformerEncoder(nn.Module):
         self.head = nn.Linear(d_model, token_dim)
         self.register_buffer("eval_seed", torch.tensor(eval_seed, dtype=torch.int64))
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # weights saved before the input scale: loaded with the scale they were
-        # trained at (1.0), which the buffer then records
-        if self.positions is not None and prefix + "pe_scale" not in state_dict:
-            state_dict[prefix + "pe_scale"] = torch.tensor(1.0)
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+    def load_state_dict(self, state_dict, *args, **kwargs):
+        """torch's ``load_state_dict``; weights saved before the input scale are loaded
+        with the scale they were trained at (1.0), which the buffer then records."""
+        if self.positions is not None and "pe_scale" not in state_dict:
+            state_dict["pe_scale"] = torch.tensor(1.0)  # in place: keeps torch's metadata
+        return super().load_state_dict(state_dict, *args, **kwargs)
 
     def __setstate__(self, state):
         # a module pickled before the input scale keeps the one it was trained at
         super().__setstate__(state)
-        if self.positions is not None and "pe_scale" not in self._buffers:
+        if self.positions is not None and "pe_scale" not in dict(
+                self.named_buffers(recurse=False)):
             self.register_buffer("pe_scale", torch.tensor(1.0))
 
     def draw_noise(self, X, generator=None):

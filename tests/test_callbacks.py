@@ -255,7 +255,7 @@ def test_cosine_schedule_in_a_group_is_that_of_each_lone_fit(task, mode):
                                       max_epochs=3, batch_size=64, random_state=seed)
 
     nets = [make(lr, seed) for lr in (0.003, 0.03) for seed in (0, 1)]
-    fit_group(nets, [(X, y)] * len(nets), mode=mode)
+    fit_group(nets, [(X, y)] * len(nets), trainer=mode)
     for net, (lr, seed) in zip(nets, [(lr, s) for lr in (0.003, 0.03) for s in (0, 1)]):
         lone = make(lr, seed).fit(X, y)
         assert net.history_[:, "batches", :, "event_lr"] == \

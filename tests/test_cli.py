@@ -81,12 +81,20 @@ def _usage_error(argv, capsys):
     (["--architecture-seeds", "0"], "argument --architecture-seeds: expected an integer >= 1; "
                                     "got 0"),
     (["--device", "tpu"], "--device: device must be"),
+    (["--trainer", "vmap"], "--trainer: trainer must be 'exact' (every fit alone"),
 ])
 def test_bad_arguments_are_usage_errors_before_any_fit(argv, message, no_fit, smoke_scale,
                                                        tmp_path, capsys):
     out = tmp_path / "out"
     assert message in _usage_error([*argv, "--out", str(out)], capsys)
     assert not out.exists()  # nothing written for a refused command
+
+
+def test_the_trainer_goes_from_the_command_line_to_the_configuration(smoke_scale):
+    parser = cli.build_parser()
+    for argv, trainer in (([], "exact"), (["--trainer", "fused"], "fused")):
+        config = cli._build_config(parser, parser.parse_args(argv))
+        assert config.trainer == trainer
 
 
 def test_out_under_a_regular_file_is_refused_before_any_fit(no_fit, tmp_path, capsys):

@@ -441,24 +441,20 @@ def _interrupting(how, kind="fcn"):
     return SparseTokenFCN(hidden_width=4, max_epochs=4, device="cpu", callbacks=[Interrupt()])
 
 
-@pytest.mark.parametrize("trainer, kind", [("lone", "fcn"), ("exact", "fcn"),
-                                           ("fused", "transformer")])
+@pytest.mark.parametrize("trainer, kind", [("exact", "fcn"), ("fused", "transformer")])
 @pytest.mark.parametrize("how", ["signal", "callback"])
 def test_an_interrupt_stops_the_whole_search_and_propagates(how, trainer, kind, monkeypatch):
-    """Lone fits (as before groups) or a width's fits as a group (exact, fused): a Ctrl-C
-    or a callback's interrupt stops the search at once, and nothing is scored."""
-    from sparse_token_estimators import _critical_width
-
+    """Lone fits ("exact") or a width's fits as a group ("fused"): a Ctrl-C or a
+    callback's interrupt stops the search at once, and nothing is scored."""
     X, y = make_sparse_selection(64, 4, 2, 2, random_state=0)
     est = _interrupting(how, kind)
     STARTED.clear()
     ENDED.clear()
-    monkeypatch.setattr(_critical_width, "_LONE_FITS", trainer == "lone")
     with pytest.raises(KeyboardInterrupt, match="critical_width was interrupted during a fit"):
         critical_width(est, "pe_dim" if kind == "transformer" else "hidden_width", X, y,
                        lr_grid=LRS, seeds=(0, 1), stop=8,
-                       trainer="exact" if trainer == "lone" else trainer)
-    if trainer == "lone":
+                       trainer=trainer)
+    if trainer == "exact":
         assert STARTED == [0.001]  # the first fit only: none after it, none scored
         assert ENDED == [1, 2]
     else:  # the fits of the first width begin together; none after them, none scored

@@ -1,11 +1,12 @@
-"""critical_width trains each width's rates and seeds as one group (``fit_group``).
+"""critical_width's ``trainer``: "exact", lone fits; "fused", a width's fits as one group.
 
-Exact groups give the table, scores, chosen rates and width of lone fits bit
-for bit (the paper's model, the FCN on a stream, the GRU); fused groups of
-the paper's model give them to float rounding; a diverging rate, error_score
-and "raise" behave as with lone fits; what cannot be grouped (a user's skorch
-module, no seed parameter, ``n_jobs`` > 1, a stream consumed in order) is
-fitted alone. The interrupt tests are in test_critical_width.py.
+"exact" makes no group: every fit is its lone fit (the paper's model, the FCN
+on a stream, the GRU); fused groups of the paper's model give the table,
+scores and width of lone fits to float rounding; a diverging rate,
+error_score and "raise" behave as with lone fits; what cannot be grouped (an
+estimator without a fused trainer, a user's skorch module, no seed parameter,
+``n_jobs`` > 1, a stream consumed in order) is fitted alone. The interrupt
+tests are in test_critical_width.py.
 """
 
 import math
@@ -14,6 +15,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from sklearn.base import clone
 from sklearn.exceptions import FitFailedWarning
 
 from sparse_token_estimators import (
@@ -37,10 +39,10 @@ def groups(monkeypatch):
     """The groups ``critical_width`` trains: (size, mode) of each ``fit_group`` call, and
     how many of them ran fused."""
     calls = {"groups": [], "fused": 0}
-    real_fit_group, real_fused = _critical_width.fit_group, _group.FusedStep
+    real_fit_group, real_fused = _critical_width.fit_group, _group.StackedRound
 
     def spy(nets, data, **kwargs):
-        calls["groups"].append((len(nets), kwargs["mode"]))
+        calls["groups"].append((len(nets), kwargs["trainer"]))
         return real_fit_group(nets, data, **kwargs)
 
     def fused(*args, **kwargs):
@@ -48,17 +50,13 @@ def groups(monkeypatch):
         return real_fused(*args, **kwargs)
 
     monkeypatch.setattr(_critical_width, "fit_group", spy)
-    monkeypatch.setattr(_group, "FusedStep", fused)
+    monkeypatch.setattr(_group, "StackedRound", fused)
     return calls
 
 
 def _lone(monkeypatch, *args, **kwargs):
-    """``critical_width`` with every fit alone, as before groups."""
-    monkeypatch.setattr(_critical_width, "_LONE_FITS", True)
-    try:
-        return critical_width(*args, **kwargs)
-    finally:
-        monkeypatch.setattr(_critical_width, "_LONE_FITS", False)
+    """``critical_width`` with every fit alone: ``trainer="exact"``."""
+    return critical_width(*args, **{**kwargs, "trainer": "exact"})
 
 
 def _rows(result):
@@ -83,28 +81,25 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_exact_groups_give_the_lone_fits_table_and_width(case, groups, monkeypatch):
+def test_exact_makes_lone_fits(case, groups):
     est, param, stream, target = CASES[case]
     if stream:
         X, y = SparseSelectionStream(T, D, Q, n_samples=128, random_state=3, device="cpu"), None
     else:
         X, y = make_sparse_selection(160, T, D, Q, random_state=0)
+    validation = make_sparse_selection(64, T, D, Q, random_state=1)
     kwargs = dict(lr_grid=RATES, seeds=(0, 1), start=2, stop=8, target=target,
-                  validation=make_sparse_selection(64, T, D, Q, random_state=1),
-                  test=make_sparse_selection(64, T, D, Q, random_state=2))
-    grouped = critical_width(est, param, X, y, **kwargs)
-    widths = sorted({(r["width"], r["steps_multiplier"]) for r in grouped.table})
-    # one group per width and steps: every rate and seed, then the chosen rate's seeds
-    assert groups["groups"] == [(6 if m == 1 else 2, "exact") for _, m in
-                                dict.fromkeys((r["width"], r["steps_multiplier"])
-                                              for r in grouped.table)]
-    assert len(groups["groups"]) == len(widths) >= 3 and groups["fused"] == 0
-    del groups["groups"][:]
-    alone = _lone(monkeypatch, est, param, X, y, **kwargs)
-    assert groups["groups"] == []
-    assert _rows(grouped) == _rows(alone)  # bit for bit: the scores of every fit
-    assert _summary(grouped) == _summary(alone)
-    assert all(r["error"] is None and r["fit_time"] > 0 for r in grouped.table)
+                  validation=validation, test=make_sparse_selection(64, T, D, Q, random_state=2))
+    result = critical_width(est, param, X, y, **kwargs)
+    assert groups["groups"] == [] and groups["fused"] == 0  # no group: lone fits
+    assert len({r["width"] for r in result.table}) >= 3
+    row = result.table[-1]  # its score is that of the same fit made by hand
+    lone = clone(est).set_params(**{param: row["width"], "lr": row["lr"],
+                                    "random_state": row["seed"],
+                                    "max_epochs": est.max_epochs * row["steps_multiplier"]})
+    lone.fit(X) if y is None else lone.fit(X, y)
+    assert row["val_score"] == lone.score(*validation)
+    assert all(r["error"] is None and r["fit_time"] > 0 for r in result.table)
     assert not est.initialized_
 
 
@@ -131,7 +126,7 @@ def test_a_fused_trainer_leaves_other_families_exact(groups, monkeypatch):
     X, y = make_sparse_selection(128, T, D, Q, random_state=0)
     kwargs = dict(lr_grid=RATES, seeds=(0, 1), start=4, stop=4, check_steps=False)
     fused = critical_width(est, "hidden_width", X, y, trainer="fused", **kwargs)
-    assert groups["groups"] == [(6, "fused")] and groups["fused"] == 0
+    assert groups["groups"] == [] and groups["fused"] == 0
     assert _rows(fused) == _rows(_lone(monkeypatch, est, "hidden_width", X, y, **kwargs))
 
 
@@ -145,7 +140,7 @@ def test_a_diverging_rate_fails_alone_as_in_lone_fits(groups, monkeypatch):
     kwargs = dict(lr_grid=(0.01, 0.1, 1e30), seeds=(0, 1), start=4, stop=8, target=0.99)
     with pytest.warns(FitFailedWarning) as grouped_warnings:
         grouped = critical_width(_diverging(), "hidden_width", X, y, **kwargs)
-    assert groups["groups"]
+    assert groups["groups"] == []
     with pytest.warns(FitFailedWarning) as lone_warnings:
         alone = _lone(monkeypatch, _diverging(), "hidden_width", X, y, **kwargs)
     assert [str(w.message) for w in grouped_warnings] == [str(w.message) for w in lone_warnings]
@@ -174,7 +169,7 @@ def test_a_width_whose_fits_all_fail_raises_as_with_lone_fits(groups, monkeypatc
                 as info:
             run(est, "hidden_width", X, y, **kwargs)
         messages.append(str(info.value))
-    assert groups["groups"] == [(3, "exact")] and messages[0] == messages[1]
+    assert groups["groups"] == [] and messages[0] == messages[1]
     assert not est.initialized_
 
 
@@ -189,13 +184,16 @@ def test_what_cannot_be_grouped_is_fitted_alone(groups):
                               train_split=None, verbose=0)
     stream = SparseSelectionStream(4, 2, 2, n_samples=64, device="cpu",
                                    random_state=np.random.RandomState(0))
-    assert _critical_width._trains_groups(fcn, X, "random_state", None)
-    assert not _critical_width._trains_groups(user, X, "random_state", None)
-    assert not _critical_width._trains_groups(fcn, X, None, None)
-    assert not _critical_width._trains_groups(fcn, X, "random_state", 2)
-    assert not _critical_width._trains_groups(fcn, stream, "random_state", 1)
+    paper = SparseTokenTransformer(max_epochs=1, device="cpu")
+    assert _critical_width._trains_groups(paper, X, "random_state", None, "fused")
+    assert not _critical_width._trains_groups(paper, X, "random_state", None, "exact")
+    assert not _critical_width._trains_groups(fcn, X, "random_state", None, "fused")
+    assert not _critical_width._trains_groups(user, X, "random_state", None, "fused")
+    assert not _critical_width._trains_groups(paper, X, None, None, "fused")
+    assert not _critical_width._trains_groups(paper, X, "random_state", 2, "fused")
+    assert not _critical_width._trains_groups(paper, stream, "random_state", 1, "fused")
     with joblib.parallel_config("threading", n_jobs=2):  # a backend running 2 at once
-        assert not _critical_width._trains_groups(fcn, X, "random_state", None)
+        assert not _critical_width._trains_groups(paper, X, "random_state", None, "fused")
         result = critical_width(fcn, "hidden_width", X, y, **kwargs)
     with joblib.parallel_config("threading"):
         critical_width(fcn, "hidden_width", X, y, n_jobs=2, **kwargs)
@@ -209,8 +207,9 @@ def test_the_trainer_is_checked_before_any_fit(trainer, groups):
     X, y = make_sparse_selection(64, 4, 2, 2, random_state=0)
     est = SparseTokenFCN(max_epochs=1, device="cpu")
     with pytest.raises(ValueError, match=re.escape(
-            f"trainer must be 'exact' (each width's fits side by side, each bit for bit its "
-            f"lone fit; the default) or 'fused' (the paper's model's fits as one stacked "
-            f"model, equal to lone fits to float rounding); got {trainer!r}.")):
+            f"trainer must be 'exact' (every fit alone, one after another: each its lone "
+            f"fit, bit for bit; the default) or 'fused' (the fits of an estimator that "
+            f"declares a fused_trainer, e.g. the paper's model, as one stacked model, equal "
+            f"to lone fits to float rounding); got {trainer!r}.")):
         critical_width(est, "hidden_width", X, y, lr_grid=RATES, trainer=trainer)
     assert groups["groups"] == [] and not est.initialized_

@@ -1,13 +1,17 @@
-"""The estimator layer uses no private name of skorch or scikit-learn.
+"""The package uses no private name of skorch, scikit-learn or torch.
 
-``benchmarks/estimator_layer.py`` parses the layer's files (``ast``) and lists every
-private attribute or module of skorch and scikit-learn they touch; this test fails
-on one. (skorch's ``_default_callbacks`` is its hook for default callbacks, which
-its own ``NeuralNetClassifier`` overrides: allowed, see ``HOOKS`` there.)
+``benchmarks/estimator_layer.py`` parses every file of the package (``ast``) and
+lists every private attribute or module of skorch, scikit-learn and torch they
+touch, every private keyword passed to a call, and every object's private
+attribute read in a file that does not define it; this test fails on one
+beyond ``KNOWN``. (skorch's ``_default_callbacks`` is its hook for default
+callbacks, which its own ``NeuralNetClassifier`` overrides: allowed, see
+``HOOKS`` there.)
 """
 
 import importlib.util
 import os
+from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _spec = importlib.util.spec_from_file_location(
@@ -16,10 +20,44 @@ layer = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(layer)
 
 
-def test_no_private_name_of_skorch_or_scikit_learn_is_touched():
-    files = layer.layer_files(ROOT)
-    assert any(path.parent.name == "estimators" for path in files)
-    assert layer.private_names(files) == {}
+#: what is left, each with the files and why: the test fails on any other, and
+#: on one of these that is gone (remove it here)
+KNOWN = {
+    # torch: nn.Module.compile has no public undo nor "is it compiled" (estimators/_state.py)
+    "_compiled_call_impl": {"_state.py"},
+    # torch: the package's own metadata rides on the state dict's metadata (_files.py;
+    # changing it changes the files' format)
+    "_metadata": {"_files.py"},
+    # skorch: the routing method threaded into NeuralNet.partial_fit (estimators/_base.py)
+    "_routing_method": {"_base.py"},
+    # scikit-learn: its callbacks' context, entered for critical_width's progress
+    "_init_callback_context": {"_sklearn_callbacks.py"},
+    # the estimators' declarations, read by their checks (estimators/_checks.py, _state.py)
+    # (to go when the parameters are declared on the classes)
+    "_parameter_rules": {"_checks.py", "_state.py"},
+    "_check_seq_len": {"_checks.py"},
+    "_check_sizes": {"_checks.py"},
+    "_forward_args_supplied": {"_checks.py"},
+    "_module_params": {"_checks.py"},
+    "_module_attributes": {"_state.py"},
+}
+
+
+def _found():
+    files = layer.package_files(ROOT)
+    found = {}
+    for name, where in [*layer.private_names(files).items(),
+                        *layer.foreign_private_attributes(files).items()]:
+        found.setdefault(name, set()).update(place.split(":")[0] for place in where)
+    return found
+
+
+def test_no_private_name_of_skorch_scikit_learn_or_torch_is_touched():
+    files = layer.package_files(ROOT)
+    assert {path.name for path in files} >= {"_group.py", "_fused.py", "_base.py",
+                                             "_paper.py", "__main__.py"}
+    assert len(files) == sum(1 for _ in (Path(ROOT) / "sparse_token_estimators").rglob("*.py"))
+    assert _found() == KNOWN
 
 
 def test_the_check_finds_private_names(tmp_path):
@@ -33,3 +71,18 @@ def test_the_check_finds_private_names(tmp_path):
     assert set(found) == {"sklearn.utils._param_validation", "_set_training",
                           "_params_to_validate", "_modules"}
     assert found["_set_training"] == ["bad.py:3"]
+
+
+def test_the_check_finds_torch_s_private_names_keywords_and_foreign_attributes(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\n"
+                   "from torch._dynamo import config\n"
+                   "def f(net, module, other):\n"
+                   "    module._buffers.clear()\n"
+                   "    torch._C.foo()\n"
+                   "    net.partial_fit(1, _routing_method='fit')\n"
+                   "    self_like = other._split(1)\n"
+                   "    return module.__dict__, other._replace(a=1)\n")
+    assert set(layer.private_names([bad])) == {"torch._dynamo", "_buffers", "torch._C"}
+    assert set(layer.foreign_private_attributes([bad])) == {
+        "_buffers", "_routing_method", "_split"}  # torch._C: above (a module's)

@@ -4,12 +4,19 @@ import torch
 from skorch.dataset import unpack_data
 from skorch.utils import to_numpy, to_tensor
 
+from .._fused import StackedTrainer
 from ..modules import SparseTokenAttention
 from ..positional import ENCODINGS
 from . import _checks, _docs, _rules
 from ._base import _SparseTokenRegressor, training_lock
 
 __all__ = ["SparseTokenTransformer"]
+
+
+def _training_draws(net, x):
+    """The forward's keywords for a training batch ``x``: its positional draws, from the
+    estimator's own generator (what ``infer`` passes in training)."""
+    return {"noise": net.module_.draw_noise(x, generator=net.torch_rng_)}
 
 
 @_docs.compose
@@ -161,6 +168,9 @@ class SparseTokenTransformer(_SparseTokenRegressor):
                       "output_map")
     _module_attributes = ("n_pe_draws",)
     _forward_args_supplied = ("noise",)
+    #: trains side by side under ``fit_group(..., trainer="fused")``: its module's own
+    #: forward on the group's stacked weights, each fit's positional draws its own
+    fused_trainer = StackedTrainer(forward_kwargs=_training_draws)
 
     def __init__(self, module=SparseTokenAttention, *, token_dim=None, pe_dim=64,
                  positional_encoding="stochastic", max_seq_len=256, n_pe_draws=8,

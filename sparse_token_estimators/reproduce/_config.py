@@ -13,6 +13,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .._trainers import check_trainer
+
 #: the architectures the query layout can search: the keys of ``_models.QUERY_MODELS``
 #: (the catalogue's ``query_<key>``), listed here free of torch so that the command line
 #: checks its arguments before torch is imported (a test keeps both the same)
@@ -181,11 +183,12 @@ class ReproductionConfig:
     n_jobs : int or None
         Parallel fits (joblib; -1: all cores).
     trainer : {"exact", "fused"}
-        How the fits of a group (one model and width, every rate and seed) are
-        trained side by side (``fit_group``): "exact", each bit for bit as
-        alone; "fused", the paper's model's groups as one stacked model (its
-        records equal to float rounding, and named ``"trainer": "fused"``;
-        the other families train exactly). The records of the two never mix:
+        How the fits of a group (one model and width, every rate and seed)
+        train: "exact", each its lone fit, one after another; "fused", side
+        by side (``fit_group``) where the estimator declares a
+        ``fused_trainer`` (the paper's model: one stacked model, its records
+        equal to float rounding and named ``"trainer": "fused"``; the other
+        families train exactly). The records of the two never mix:
         "fused" is part of the configuration a run's records are kept under.
 
     Examples
@@ -257,8 +260,7 @@ class ReproductionConfig:
     trainer: str = "exact"
 
     def __post_init__(self):  # values a run would fail on late (in a worker, after minutes)
-        if self.trainer not in ("exact", "fused"):
-            raise ValueError(f"trainer must be 'exact' or 'fused'; got {self.trainer!r}.")
+        check_trainer(self.trainer)
         if not {1, 4} <= set(self.length_factors):
             raise ValueError(
                 f"length_factors={self.length_factors!r} must include 1 and 4: the length "

@@ -4,9 +4,10 @@ A fit builds its seeded data (a fixed sample, a ``SparseSelectionStream``
 for the population, or the first ``n_train`` sequences of a pool for a
 learning curve), fits, evaluates and gives one record. A job
 (:func:`group_job`) trains the fits of one group (:func:`group_key`: one model
-and width, any rates and seeds) side by side with ``fit_group``, each bit for
-bit as alone (:func:`fit_job`), so that its record is the lone fit's up to the
-times; :func:`run_fits` sends one job per group (halving groups while workers
+and width, any rates and seeds): with ``trainer="exact"`` one after another,
+each its lone fit (:func:`fit_job`); with "fused", side by side with
+``fit_group`` where the estimator trains fused (its record then says
+``"trainer": "fused"``); :func:`run_fits` sends one job per group (halving groups while workers
 would be idle), keeps and stores each record as its job finishes
 (``return_as="generator_unordered"``, any joblib backend: one task per group). Losses are squared
 errors summed over the d coordinates; R^2 is ``r2_score`` averaged over them.
@@ -21,7 +22,7 @@ from joblib import effective_n_jobs
 from sklearn.metrics import r2_score
 from sklearn.utils.parallel import Parallel, delayed
 
-from .._group import fit_group
+from .._group import fit_group, trainer_of
 from ..callbacks import TrainingDivergedError, trace_steps
 from ..datasets import SparseSelectionStream
 from ._data import stream_seed, task
@@ -33,8 +34,9 @@ TRACE_KEYS = ("sequences_seen", "alignment", "w_scale")
 __all__ = ["Fit", "fit_job", "group_job", "run_fits"]
 
 
-def describe(fit, config, seed):
-    """What every record of ``fit`` starts with: the model and its training."""
+def describe(fit, config, seed, trainer="exact"):
+    """What every record of ``fit`` starts with: the model and its training (``trainer``:
+    what trained it, ``trainer_of`` its estimator)."""
     return {
         "model": fit.model, "model_name": model_name(fit.model, config),
         "width": fit.model_width(config), width_parameter(fit.model): fit.width,
@@ -43,15 +45,8 @@ def describe(fit, config, seed):
         "lr_schedule": training(fit.model, config).lr_schedule, "seed": seed,
         "layout": _layout(fit),
         # a fused group's records equal the lone fits' to float rounding only: say so
-        **({"trainer": "fused"} if config.trainer == "fused" and fused(fit) else {}),
+        **({"trainer": "fused"} if trainer == "fused" else {}),
     }
-
-
-def fused(fit):
-    """Whether ``fit`` trains fused under ``trainer="fused"`` (the paper's model's
-    estimator, ``fusable``); the other families train exactly."""
-    return MODELS[fit.model].family == "transformer" and \
-        dict(MODELS[fit.model].params).get("positional_encoding") != "learned"
 
 
 def _loss_r2(model, X, y):
@@ -135,11 +130,12 @@ def _prepare(config, fit, seed, pool):
     return X, y, fit.estimator(config, seed)
 
 
-def _record(config, fit, seed, model, X, y, error, fit_s):
+def _record(config, fit, seed, model, X, y, error, fit_s, trainer="exact"):
     """The record of ``fit`` for ``seed``: its fitted ``model`` scored, or the NaN record of
-    a diverged one (``error``); ``fit_s``: the wall seconds its fit took."""
+    a diverged one (``error``); ``fit_s``: the wall seconds its fit took; ``trainer``:
+    what trained it."""
     start = time.perf_counter()
-    record = describe(fit, config, seed)
+    record = describe(fit, config, seed, trainer)
     if isinstance(error, TrainingDivergedError) and fit.lr:
         # a rate of a search's grid too high for this width: it scores NaN (never
         # chosen), as a failed fit does in scikit-learn's searches
@@ -182,19 +178,24 @@ def fit_job(config, fit, seed, pool=0):
 
 def group_job(config, members):
     """Fit the ``members`` (``(fit, seed, pool)``: one model and width, any rates and
-    seeds) side by side (``fit_group``: each bit for bit its lone fit, whose record it
-    gets) and return ``[(fit, seed, record)]``; each record's ``fit_s`` is an even share
-    of the group's wall time."""
+    seeds) and return ``[(fit, seed, record)]``: with ``config.trainer`` "exact", each
+    its lone fit (:func:`fit_job`); with "fused", side by side (``fit_group``), each
+    record's ``fit_s`` an even share of the group's wall time."""
+    if config.trainer == "exact":
+        return [fit_job(config, fit, seed, pool) for fit, seed, pool in members]
     prepared = [_prepare(config, fit, seed, pool) for fit, seed, pool in members]
+    # what fit_group trains each by (its one decision), for the records
+    trainers = [trainer_of(model, config.trainer) for _, _, model in prepared]
     start = time.perf_counter()
     errors = fit_group([model for _, _, model in prepared],
-                       [(X, y) for X, y, _ in prepared], mode=config.trainer)
+                       [(X, y) for X, y, _ in prepared], trainer=config.trainer)
     for error in errors:  # what a lone fit_job would not have caught stops the run
         if error is not None and not isinstance(error, TrainingDivergedError):
             raise error
     fit_s = (time.perf_counter() - start) / len(members)
-    return [(fit, seed, _record(config, fit, seed, model, X, y, error, fit_s))
-            for (fit, seed, _), (X, y, model), error in zip(members, prepared, errors)]
+    return [(fit, seed, _record(config, fit, seed, model, X, y, error, fit_s, trainer))
+            for (fit, seed, _), (X, y, model), error, trainer in zip(members, prepared, errors,
+                                                                      trainers)]
 
 
 def group_key(fit):
