@@ -32,6 +32,7 @@ def no_run(monkeypatch):
     """Fail the test if the command line gets as far as running anything."""
     monkeypatch.setattr(cli, "_run", lambda *a, **k: pytest.fail("the run started"))
     monkeypatch.setitem(reproduce.SCALES, "quick", SMOKE)
+    monkeypatch.setitem(reproduce.SCALES, "first", SMOKE)  # a bare command's
 
 
 def _refused(out, capsys, *args):
@@ -289,6 +290,8 @@ def test_a_record_found_damaged_mid_run_is_one_line(tmp_path, monkeypatch, capsy
         return store.get(SMOKE, FIT, 0)
 
     monkeypatch.setitem(reproduce.SCALES, "quick", SMOKE)
+
+    monkeypatch.setitem(reproduce.SCALES, "first", SMOKE)  # a bare command's
     monkeypatch.setattr(cli, "_run", run)
     assert cli.main(["--out", str(tmp_path), "--no-plots", "--no-progress"]) == 2
     err = capsys.readouterr().err
@@ -430,6 +433,7 @@ def test_the_temporary_files_of_killed_writes_are_removed_at_the_next_start(
     assert _records.foreign_files(out) == []  # never counted as another's files
     monkeypatch.setattr(cli, "_run", lambda *a, **k: 0)  # the start of a run, no fits
     monkeypatch.setitem(reproduce.SCALES, "quick", SMOKE)
+    monkeypatch.setitem(reproduce.SCALES, "first", SMOKE)  # a bare command's
     assert cli.main(["--out", str(out), "--no-plots", "--no-progress"]) == 0
     assert sorted(p.name for p in out.iterdir()) == [
         ".folder.12345678.tmp", ".lock", "manifest.json", "records", "results.json"]
@@ -446,6 +450,8 @@ def test_an_out_made_read_only_mid_run_is_one_line_and_keeps_the_fits(tmp_path, 
     from sparse_token_estimators import _files
 
     monkeypatch.setitem(reproduce.SCALES, "quick", SMOKE)
+
+    monkeypatch.setitem(reproduce.SCALES, "first", SMOKE)  # a bare command's
     out = tmp_path / "out"
     write_files = _files.write_files
 
@@ -476,6 +482,8 @@ def test_an_out_on_a_file_system_remounted_read_only_mid_run(tmp_path, monkeypat
     from _tmpfs import make_read_only, small_tmpfs
 
     monkeypatch.setitem(reproduce.SCALES, "quick", SMOKE)
+
+    monkeypatch.setitem(reproduce.SCALES, "first", SMOKE)  # a bare command's
     with small_tmpfs(tmp_path / "disk", size="4m") as disk:
         out = disk / "out"
         put = _records.RecordStore.put
