@@ -37,6 +37,7 @@ from ..architectures import CELLS, ENCODER_ENCODINGS
 from ..theory import fcn_critical_width
 from ._bracket import (
     TARGET_R2,
+    WAIT,
     Column,
     critical_section,
     critical_table,
@@ -45,6 +46,7 @@ from ._bracket import (
     protocol_searches,
     reason_lines,
     schedule_text,
+    search_chain,
 )
 from ._experiment import (
     Experiment,
@@ -126,11 +128,13 @@ def _rival_stop(config, encoders, model, T):
     return max(_stop(config, model, T), RIVAL_STOP_FACTOR * (width or 0))
 
 
-def fixed_width_fits(config, found):
+def fixed_width_fits(config, found, lens=None):
     """``{(model, T): Fit}``: each recurrent rival at its stop at the smallest T, at the rate
-    chosen there, at every T of the query layout (its R^2 against T, not judged)."""
-    lens = sorted(T for T, outcomes in found.items()
-                  if any(layout(m) == "query" for m in outcomes))
+    chosen there, at every T of the query layout (``lens``; default: those of ``found``)
+    (its R^2 against T, not judged)."""
+    if lens is None:
+        lens = sorted(T for T, outcomes in found.items()
+                      if any(layout(m) == "query" for m in outcomes))
     fits = {}
     for model in recurrent_rivals(config):
         first = found[lens[0]].get(model) if lens else None
@@ -204,7 +208,7 @@ class Architectures(Experiment):
                   "floor": lambda model, T: FLOOR}
         found = yield from lockstep({
             "indicator": protocol_searches(config, config.architecture_seq_lens(), SEARCHED,
-                                           **common),
+                                           **common, early=True),
             "query": _query_searches(config, {**common,
                                               "n_train": lambda T: config.query_n_train})})
         merged = {}
@@ -343,24 +347,77 @@ class Architectures(Experiment):
 
 
 def _query_searches(config, common):
-    """Generator: the query layout's searches in two rounds (the encoders, the paper's
-    model and the FCN; then the recurrent rivals, up to ``_rival_stop``), then the
-    rivals' fixed-width fits; returns ``{T: {model: outcome}}``."""
+    """Generator: the query layout's searches, each model's a chain over T
+    (:func:`._bracket.search_chain`), all side by side (:func:`._bracket.lockstep`): the
+    encoders, the paper's model and the FCN from the start; each recurrent rival at a T
+    (up to ``_rival_stop``) as soon as the positional encoders' searches at that T have
+    ended (its stop is a multiple of their width there) and its own at the T before; each
+    rival's fixed-width fits as soon as its search at the smallest T has ended; and, where
+    ``rival_more_steps``, each rival at twice the encoders' width at the smallest T
+    (:func:`more_steps_fits`) once their search there has ended. Only when a search waits
+    depends on the others: every fit is the one the searches ask for one after another.
+    Returns ``{T: {model: outcome}}``."""
     lens, searched = config.query_seq_lens(), query_searched(config)
     recurrent = recurrent_rivals(config)
-    found = yield from protocol_searches(config, lens, [m for m in searched
-                                                        if m not in recurrent], **common)
+    first = [m for m in searched if m not in recurrent]
+    encoders = positional_encoders(first)
+    found = {}  # {T: {model: outcome}}, each written as its search ends
+
+    def encoders_done(model, T):
+        return all(m in found.get(T, {}) for m in encoders)
+
     stop = partial(_rival_stop, config, found)
-    rivals = yield from protocol_searches(
-        config, lens, recurrent, **{**common, "stop": stop, "start": lambda m, T, previous:
-                                    previous["width"] if previous and previous["width"]
-                                    else stop(m, T)})
-    for T, outcomes in rivals.items():
-        found.setdefault(T, {}).update(outcomes)
-    fits = list(fixed_width_fits(config, found).values())
+    chains = {m: search_chain(config, lens, m, **common, outcomes=found, early=True)
+              for m in first}
+    chains.update({m: search_chain(
+        config, lens, m, **{**common, "stop": stop, "start": lambda m, T, previous:
+                            previous["width"] if previous and previous["width"]
+                            else stop(m, T)},
+        ready=encoders_done, outcomes=found, early=True) for m in recurrent})
+    chains.update({f"fixed width: {m}": _fixed_width_search(config, found, m, lens)
+                   for m in recurrent})
+    if config.rival_more_steps and lens:
+        chains.update({f"more steps: {m}": _more_steps_search(config, found, m, lens[0],
+                                                              encoders_done)
+                       for m in query_rivals() if m in searched})
+    yield from lockstep(chains)
+    return {T: {m: found[T][m] for m in (*first, *recurrent)} for T in lens}
+
+
+def _fixed_width_search(config, found, model, lens):
+    """Generator: ``model``'s fixed-width fits (:func:`fixed_width_fits`), asked for once
+    its search at the smallest T has ended."""
+    while lens and model not in found.get(lens[0], {}):
+        yield WAIT
+    fits = [fit for (m, _), fit in fixed_width_fits(
+        config, {T: found[T] for T in lens[:1]}, lens).items() if m == model]
     if fits:
         yield fits
-    return found
+
+
+def more_steps_fits(config, found, model, T=None):
+    """``model`` (a rival of verdict 7) at T (default: the query layout's smallest) at twice
+    the best positional encoder's width there (:func:`encoder_width`; ``found``: ``{T:
+    {model: outcome}}``), at every rate of its family, with ``rival_more_steps`` times the
+    steps (reported beside verdict 7, not judged); [] without that width or where
+    ``rival_more_steps`` is 0."""
+    T = config.query_seq_lens()[0] if T is None else T
+    width = encoder_width(found.get(T, {}))
+    if not config.rival_more_steps or width is None:
+        return []
+    return [population_fit(config, model, T, config.query_n_train, 2 * width, lr,
+                           config.rival_more_steps)
+            for lr in config.lr_grid(MODELS[model].family)]
+
+
+def _more_steps_search(config, found, model, T, encoders_done):
+    """Generator: :func:`more_steps_fits` of ``model``, asked for once the positional
+    encoders' searches at T have ended."""
+    while not encoders_done(model, T):
+        yield WAIT
+    fits = more_steps_fits(config, found, model, T)
+    if fits:
+        yield fits
 
 
 def fixed_width_lines(s, n_seeds):

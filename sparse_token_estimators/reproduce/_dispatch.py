@@ -26,7 +26,7 @@ import socket
 import time
 
 from . import _fits
-from ._bracket import Answers, Round
+from ._bracket import WAIT, Answers, Round
 from ._fits import group_key
 
 #: the variables that set a worker's threads (as joblib sets them for its workers)
@@ -230,6 +230,9 @@ def dispatch(config, planned, experiments, records, used_by, progress, *, execut
         return True
 
     def register(search, request):
+        if request is WAIT:  # a lockstep's searches all wait on one another
+            raise RuntimeError(f"the searches of {experiments[search.index].name} wait on "
+                               "each other: none asks for a fit")
         for path, fits in _leaves(request).items():
             if path in search.leaves:
                 continue  # still in flight from an earlier request
