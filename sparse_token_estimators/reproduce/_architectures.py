@@ -217,6 +217,11 @@ class Architectures(Experiment):
                 merged.setdefault(T, {}).update(by_model)
         return dict(sorted(merged.items()))
 
+    def gating(self, config):
+        """The query layout's positional encoders: each rival's search at a T waits on
+        theirs there."""
+        return tuple(positional_encoders(query_searched(config)))
+
     def collect(self, config, records, found=None):
         section = self._collect(config, records, found)
         fixed = [{"model": model, "model_name": model_name(model, config), "seq_len": T,
@@ -225,11 +230,14 @@ class Architectures(Experiment):
                   **{k: records[fit, seed][k] for k in ("val_r2", "test_r2")}}
                  for (model, T), fit in fixed_width_fits(config, found or {}).items()
                  for seed in fit.seeds(config)]
+        more = more_steps_rows(config, records, found or {})
         return {**section, "query_n_train": config.query_n_train,
                 "rival_stop_factor": RIVAL_STOP_FACTOR, "query_fixed_width": fixed,
                 "query_fixed_width_summary": summarise(
                     fixed, ["model", "model_name", "seq_len", "width", "ceiling"],
-                    ["val_r2", "test_r2"])}
+                    ["val_r2", "test_r2"]),
+                "rival_more_steps": config.rival_more_steps, "query_more_steps": more,
+                "query_more_steps_summary": more_steps_summary(more)}
 
     def _collect(self, config, records, found=None):
         T0, seeds = config.seq_len, config.architecture_seeds()
@@ -331,6 +339,10 @@ class Architectures(Experiment):
                           f"{fmt_spread(x, 'test_r2')} at T={x['seq_len']} (q/T = "
                           f"{x['ceiling']:.3f})" for x in s["query_sanity_summary"]) + ".", ""]
         lines += fixed_width_lines(s, n)
+        more = more_steps_text(s)
+        if more:
+            lines += [f"Query layout, reported beside verdict 7, not judged (how far the "
+                      f"rivals' failure is one of the run's steps): {more}.", ""]
         lines += [f"Held-out R^2 (mean ± sd over {seeds_text(n)}) at width {s['width']} "
                   f"(d_model, hidden_size, pe_dim), trained at T={T}:", ""]
         rows = [[results["models"][m]["name"], *length_cells(s["lengths_summary"], config,
@@ -408,6 +420,52 @@ def more_steps_fits(config, found, model, T=None):
     return [population_fit(config, model, T, config.query_n_train, 2 * width, lr,
                            config.rival_more_steps)
             for lr in config.lr_grid(MODELS[model].family)]
+
+
+def more_steps_rows(config, records, found):
+    """A row per fit of :func:`more_steps_fits` and seed: each rival at twice the encoders'
+    width at the smallest T with ``rival_more_steps`` times the steps ([] without them)."""
+    lens = sorted(T for T, by in found.items() if any(layout(m) == "query" for m in by))
+    if not config.rival_more_steps or not lens:
+        return []
+    T = lens[0]
+    encoder = encoder_width(found[T])
+    return [{"model": model, "model_name": model_name(model, config), "seq_len": T,
+             "width": fit.width, "encoder_width": encoder,
+             "steps_multiplier": config.rival_more_steps, "lr": fit.learning_rate(config),
+             "seed": seed, **{k: records[fit, seed][k] for k in ("val_r2", "test_r2")}}
+            for model in query_rivals() if model in found[T]
+            for fit in more_steps_fits(config, found, model, T)
+            for seed in fit.seeds(config)]
+
+
+def more_steps_summary(rows, target=TARGET_R2):
+    """Per rival, the rate of the best mean validation R^2 over its grid (as a search
+    scores a width): that mean, its held-out R^2 and whether it reaches ``target``."""
+    by_rate = summarise(rows, ["model", "model_name", "seq_len", "width", "encoder_width",
+                               "steps_multiplier", "lr"], ["val_r2", "test_r2"])
+    best = {}
+    for row in by_rate:
+        if not math.isnan(row["val_r2_mean"]) and (
+                row["model"] not in best or row["val_r2_mean"] > best[row["model"]]["val_r2_mean"]):
+            best[row["model"]] = row
+    return [{**row, "reaches_target": row["val_r2_mean"] >= target} for row in best.values()]
+
+
+def more_steps_text(section):
+    """The rivals at twice the encoder's width with more steps, in words ("" without)."""
+    rows = section.get("query_more_steps_summary") or []
+    if not rows:
+        return ""
+    first = rows[0]
+    return (f"each rival at T={first['seq_len']} at twice the best positional encoder's width "
+            f"({first['encoder_width']}: width {first['width']}) with "
+            f"{first['steps_multiplier']} times the steps, mean validation R^2 at the best "
+            "rate (held-out R^2): " + "; ".join(
+                f"{r['model_name'].split(' (')[0]} {r['val_r2_mean']:.3f} "
+                f"({fmt_spread(r, 'test_r2')}; rate {r['lr']:g}"
+                + (", reaches the target" if r["reaches_target"] else "") + ")"
+                for r in rows))
 
 
 def _more_steps_search(config, found, model, T, encoders_done):
