@@ -20,14 +20,18 @@ rate. All train on the population. Verdict 7 (``_verdicts``) judges the
 query layout's widths.
 
 In the query layout (the third set of verdicts) the searches train on
-``query_n_train`` sequences every epoch, in two rounds at each T: first the
-encoders, the paper's model and the FCN; then every recurrent or
-state-space rival of the catalogue (``_models.query_rivals``; they join the
-searched models whatever ``query_searched`` says), each up to at least
-``RIVAL_STOP_FACTOR`` times the best positional encoder's width at that T
-(at least min(``query_width_stop``, 4 T d)), starting there. Then each recurrent
-rival at one fixed width (its stop at the smallest T, the rate chosen there)
-at every T: its held-out R^2 against T, beside q/T (reported, not judged).
+``query_n_train`` sequences every epoch: the encoders, the paper's model and
+the FCN; and every recurrent or state-space rival of the catalogue
+(``_models.query_rivals``; they join the searched models whatever
+``query_searched`` says), each at a T up to at least ``RIVAL_STOP_FACTOR``
+times the best positional encoder's width at that T (at least
+min(``query_width_stop``, 4 T d)), starting there, once the encoders' searches
+at that T have ended. Then each recurrent rival at one fixed width (its stop at
+the smallest T, the rate chosen there) at every T: its held-out R^2 against T,
+beside q/T (reported, not judged); and, where ``rival_more_steps``, each rival
+at twice the encoders' width at the smallest T with that many times the steps
+(reported beside verdict 7, not judged). Each search waits only on the
+searches whose outcome it reads (:func:`_query_searches`).
 """
 
 import math

@@ -511,7 +511,7 @@ SCALES = {"first": FIRST, "quick": QUICK,
 #: (``python -m sparse_token_estimators --scale S --plan``), until measured
 RUN_TIMES = {"first": "about 1 min (estimate)", "quick": "about 10 min (estimate)",
              "paper": "about 35 min (estimate)",
-             "architectures-paper": "about 3.7 h (estimate; 46 min on 16 workers)"}
+             "architectures-paper": "about 3.7 h (estimate; 31 min on 16 workers)"}
 _TINY = Training(lr=0.01, max_epochs=2, batch_size=16)
 #: the critical-width searches' recipe (third set): the rate decayed by a cosine
 _TINY_COSINE = replace(_TINY, lr_schedule="cosine")

@@ -229,7 +229,7 @@ def dispatch(config, planned, experiments, records, used_by, progress, *, execut
     # search waits on goes alone where the fits of a group train one after another anyway
     # (trainer "exact"): its round returns with its last fit, not after their sum (on 2
     # workers the throughput, not a round's wait, sets the time: benchmarks/bench_dispatch)
-    first = {m for e in experiments for m in e.gating(config)}
+    first = {m for e in experiments if hasattr(e, "gating") for m in e.gating(config)}
 
     def single(item):
         return config.trainer == "exact" and item in watchers and n_workers > 2
