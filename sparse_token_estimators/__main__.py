@@ -590,7 +590,13 @@ def _run(args, argv, config, store):
         results, args.out, plots=not args.no_plots,
         about={"command": _command(argv), "fits": n_fits, "resumed_fits": store.resumed,
                "fitted": n_fits - store.resumed})
+    from .reproduce._verdicts import NOT_JUDGED
+
     for claim in results["claims"]:
+        if claim["verdict"] == NOT_JUDGED:  # verdict 7 at quick: an indicative slice
+            print(f"{claim['claim']}: not judged here ({claim['verdict']}; this run's slice is "
+                  "indicative only)")
+            continue
         verdict = claim["verdict"] if claim["verdict"] == "supported" else \
             claim["verdict"].upper()
         print(f"{claim['claim']}: {verdict} on the mean of {claim['n_seeds']} seeds "

@@ -219,3 +219,9 @@ def check_width_multiple(params, param, multiple, kind, *, start, stop, floor):
             f"other widths, whose fits fail. Pass multiple={needed}, with start, stop and "
             f"floor multiples of {needed}."
         )
+
+
+def check_search_again(search_again):
+    if not isinstance(search_again, bool):
+        raise ValueError(f"search_again must be True or False (search again with twice the "
+                         f"steps where a wider width fails); got {search_again!r}.")

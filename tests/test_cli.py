@@ -700,3 +700,11 @@ def test_verdict_7_is_not_judged_on_the_quick_slice(smoke_results):
     claim = next(c for c in assess_claims(results) if c["claim"] == "query-layout separation")
     assert claim["verdict"] == NOT_JUDGED and "architectures-paper" in claim["note"]
     assert claim["evidence"].startswith("indicative only")
+    # the summary says it was not judged, with no count of seeds supporting it
+    from sparse_token_estimators.reproduce._report import summary_markdown
+
+    md = summary_markdown({**results, "claims": assess_claims(results)})
+    row = next(line for line in md.splitlines()
+               if line.startswith("| query-layout separation"))
+    assert row.endswith("| not judged |") and "0 of 1" not in row
+    assert "- **query-layout separation: not judged by this run" in md

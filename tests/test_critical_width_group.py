@@ -23,8 +23,8 @@ from sparse_token_estimators import (
     SparseTokenFCN,
     SparseTokenRNN,
     SparseTokenTransformer,
-    _critical_width,
     _group,
+    _width_fits,
     make_sparse_selection,
 )
 from sparse_token_estimators.callbacks import TrainingDivergedError
@@ -39,7 +39,7 @@ def groups(monkeypatch):
     """The groups ``critical_width`` trains: (size, mode) of each ``fit_group`` call, and
     how many of them ran fused."""
     calls = {"groups": [], "fused": 0}
-    real_fit_group, real_fused = _critical_width.fit_group, _group.StackedRound
+    real_fit_group, real_fused = _width_fits.fit_group, _group.StackedRound
 
     def spy(nets, data, **kwargs):
         calls["groups"].append((len(nets), kwargs["trainer"]))
@@ -49,7 +49,7 @@ def groups(monkeypatch):
         calls["fused"] += 1
         return real_fused(*args, **kwargs)
 
-    monkeypatch.setattr(_critical_width, "fit_group", spy)
+    monkeypatch.setattr(_width_fits, "fit_group", spy)
     monkeypatch.setattr(_group, "StackedRound", fused)
     return calls
 
@@ -185,15 +185,15 @@ def test_what_cannot_be_grouped_is_fitted_alone(groups):
     stream = SparseSelectionStream(4, 2, 2, n_samples=64, device="cpu",
                                    random_state=np.random.RandomState(0))
     paper = SparseTokenTransformer(max_epochs=1, device="cpu")
-    assert _critical_width._trains_groups(paper, X, "random_state", None, "fused")
-    assert not _critical_width._trains_groups(paper, X, "random_state", None, "exact")
-    assert not _critical_width._trains_groups(fcn, X, "random_state", None, "fused")
-    assert not _critical_width._trains_groups(user, X, "random_state", None, "fused")
-    assert not _critical_width._trains_groups(paper, X, None, None, "fused")
-    assert not _critical_width._trains_groups(paper, X, "random_state", 2, "fused")
-    assert not _critical_width._trains_groups(paper, stream, "random_state", 1, "fused")
+    assert _width_fits.trains_groups(paper, X, "random_state", None, "fused")
+    assert not _width_fits.trains_groups(paper, X, "random_state", None, "exact")
+    assert not _width_fits.trains_groups(fcn, X, "random_state", None, "fused")
+    assert not _width_fits.trains_groups(user, X, "random_state", None, "fused")
+    assert not _width_fits.trains_groups(paper, X, None, None, "fused")
+    assert not _width_fits.trains_groups(paper, X, "random_state", 2, "fused")
+    assert not _width_fits.trains_groups(paper, stream, "random_state", 1, "fused")
     with joblib.parallel_config("threading", n_jobs=2):  # a backend running 2 at once
-        assert not _critical_width._trains_groups(paper, X, "random_state", None, "fused")
+        assert not _width_fits.trains_groups(paper, X, "random_state", None, "fused")
         result = critical_width(fcn, "hidden_width", X, y, **kwargs)
     with joblib.parallel_config("threading"):
         critical_width(fcn, "hidden_width", X, y, n_jobs=2, **kwargs)

@@ -32,14 +32,15 @@ KNOWN = {
     "_routing_method": {"_base.py"},
     # scikit-learn: its callbacks' context, entered for critical_width's progress
     "_init_callback_context": {"_sklearn_callbacks.py"},
-    # the estimators' declarations, read by their checks (estimators/_checks.py, _state.py)
-    # (to go when the parameters are declared on the classes)
-    "_parameter_rules": {"_checks.py", "_state.py"},
+    # the estimators' declarations, read by their checks and rules (estimators/_checks.py,
+    # _state.py, _rules.py's group_of) (to go when the parameters are declared on the classes)
+    "_parameter_rules": {"_checks.py", "_rules.py", "_state.py"},
     "_check_seq_len": {"_checks.py"},
     "_check_sizes": {"_checks.py"},
     "_forward_args_supplied": {"_checks.py"},
-    "_module_params": {"_checks.py"},
-    "_module_attributes": {"_state.py"},
+    "_module_params": {"_checks.py", "_rules.py"},
+    "_module_attributes": {"_rules.py", "_state.py"},
+    "_sizes": {"_rules.py"},
 }
 
 

@@ -16,9 +16,12 @@ A new estimator subclasses ``_SparseTokenRegressor`` and declares only
 The checks are plain functions (``_checks``); what a fitted module was built with
 and the undo of a failed call are in ``_state``; saving and loading in
 ``_persistence``; the training checks are callbacks (``..callbacks``), installed
-by skorch's ``_default_callbacks`` hook. Each skorch method overridden here says why
-in its first comment line; no other private name of skorch or scikit-learn is used
-(``tests/test_estimator_layer.py``).
+by skorch's ``_default_callbacks`` hook. The base class is made of mixins by
+concern: building the module (``_building``), prediction and scoring
+(``_predicting``), saving, loading and pickling (``_saving``); the parameters,
+the data path, training and ``set_params`` are here. Each skorch method
+overridden says why in its first comment line; no other private name of skorch
+or scikit-learn is used (``tests/test_estimator_layer.py``).
 
 Training and prediction on one estimator hold its lock (``training_lock``, an
 ``_lock.EstimatorLock``): a ``predict``, ``score``, pickle or ``save_params`` from
@@ -28,20 +31,14 @@ that epoch's last step; none sees a half-updated module.
 """
 
 import inspect
-import threading
-import warnings
-import weakref
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator
-from sklearn.metrics import r2_score
-from sklearn.utils import check_random_state
 from skorch import NeuralNet, NeuralNetRegressor
-from skorch.utils import is_dataset, to_tensor
+from skorch.utils import is_dataset
 from torch.utils.data import TensorDataset
 
-from .. import _layout
 from .._batching import TensorBatches
 from .._device import ResolvedDevice, resolved_device
 from .._sklearn_callbacks import CallbackMixin, reports_fit
@@ -53,41 +50,23 @@ from ..callbacks import (
     TrainingDivergedError,
     ValidationSplitCheck,
 )
-from ..exceptions import NonFinitePredictionWarning
-from . import _checks, _lock, _persistence, _rules, _state
+from . import _checks, _persistence, _rules, _state
+from ._building import BuildingMixin
+from ._lock import training_lock
+from ._predicting import PredictionMixin, pad_to_block
+from ._saving import PersistenceMixin
 
-#: Held while a module is built from the seeded global RNG (``initialize_module``).
-#: torch has one default generator per process: two threads building modules at
-#: once (a threaded joblib or Dask search) would otherwise interleave their draws.
-_GLOBAL_RNG_LOCK = threading.Lock()
-#: positions per prediction block (``infer``) at the longest lengths
-_BLOCK_POSITIONS = 1 << 14
-#: one lock per estimator (not an attribute: estimators stay picklable and clonable)
-_LOCKS = weakref.WeakKeyDictionary()
-_LOCKS_LOCK = threading.Lock()
+__all__ = ["_SparseTokenRegressor", "pad_to_block", "training_lock"]
 
 
-def training_lock(net):
-    """The lock that ``net``'s training (``with``) and its reads (``.reading()``) hold."""
-    with _LOCKS_LOCK:
-        lock = _LOCKS.get(net)
-        if lock is None:
-            lock = _LOCKS[net] = _lock.EstimatorLock()
-        return lock
+class _SparseTokenRegressor(BuildingMixin, PredictionMixin, PersistenceMixin, CallbackMixin,
+                            NeuralNetRegressor):
+    """What every estimator shares; subclasses say which module to build.
 
-
-def pad_to_block(x, block):
-    """``x`` (n, rows, channels) padded to a multiple of ``block`` sequences.
-
-    The padding repeats the first sequence, valid data in either layout (an
-    empty query-layout sequence would name position 0); callers drop the
-    outputs of the padding.
+    Building (``_building``), prediction (``_predicting``) and saving, loading and
+    pickling (``_saving``) are mixins of their own; here: the parameters, the data
+    path, training and ``set_params``.
     """
-    return torch.cat([x, x[:1].expand(-len(x) % block, *x.shape[1:])])
-
-
-class _SparseTokenRegressor(CallbackMixin, NeuralNetRegressor):
-    """What every estimator shares; subclasses say which module to build."""
 
     #: what each constructor parameter accepts (as scikit-learn's
     #: ``_parameter_constraints``); a subclass adds its own to these
@@ -177,119 +156,6 @@ class _SparseTokenRegressor(CallbackMixin, NeuralNetRegressor):
         "auto"; nothing is written to the estimator.
         """
         return resolved_device(self)
-
-    # -- building ------------------------------------------------------------------
-
-    def initialize(self):
-        """Build the module from the parameters alone, without data.
-
-        Needs the sizes as parameters (``token_dim``, and for the FCN
-        ``seq_len``), or a previous fit that learned them. This is skorch's
-        route for loading weights: ``Estimator(..., token_dim=8).initialize()
-        .load_params(f_params="weights.pt")``. A call that fails leaves the
-        estimator as it was.
-
-        Returns
-        -------
-        self : estimator
-            This estimator, with a freshly built (untrained) module.
-        """
-        # the sizes come from the parameters (braindecode's route), not from data
-        _checks.check_params(self)
-        sizes = self._sizes_from_params()
-        with _state.Transaction(self, in_place=False), self.device_scope():  # all built anew
-            self._build(sizes)
-            self.module_.eval()  # so that predict writes nothing, not even the mode
-        return self
-
-    def _sizes_from_params(self):
-        sizes = {name: getattr(self, name, None) for name in ("token_dim", "seq_len")}
-        for name, value in sizes.items():
-            if value is None:  # re-initialising keeps the sizes a fit learned
-                sizes[name] = self.__dict__.get(name + "_")
-        missing = [name for name in self._sizes if sizes[name] is None]
-        if missing:
-            given = ", ".join(f"{name}=..." for name in missing)
-            raise ValueError(
-                f"{type(self).__name__}.initialize() builds the module from the "
-                f"parameters, without data, and {' and '.join(missing)} "
-                f"{'is' if len(missing) == 1 else 'are'} None (learned from X at fit). "
-                f"Pass {given} to the constructor or set_params (e.g. "
-                f"{type(self).__name__}({', '.join(f'{n}=8' for n in missing)})"
-                ".initialize()), or call fit(X, y)."
-            )
-        return sizes["token_dim"], sizes["seq_len"], self._n_selected_from_params()
-
-    def _n_selected_from_params(self):
-        # The query layout's q says where the tokens end (T = rows - q): a size
-        # the module needs, as token_dim; the indicator layout has none.
-        if not _layout.has_query_rows(self.layout):
-            return None
-        n_selected = self.n_selected
-        if n_selected is None:
-            n_selected = self.__dict__.get("n_selected_")
-        if n_selected is None:
-            raise ValueError(
-                f"{type(self).__name__}.initialize() builds the module without data, and "
-                "in the query layout it needs n_selected, the number q of query rows "
-                "after the tokens (learned from X at fit when None). Pass n_selected=... "
-                f"(e.g. {type(self).__name__}(layout='query', n_selected=3, ...)."
-                "initialize()), or call fit(X, y)."
-            )
-        return n_selected
-
-    def _build(self, sizes):
-        """Seed, record the sizes, and build everything with skorch's ``initialize``."""
-        rng = check_random_state(self.random_state)
-        self._seeds_ = rng.randint(np.iinfo(np.int32).max, size=3).tolist()
-        self.token_dim_, self.seq_len_, self.n_selected_ = sizes
-        self.n_features_in_ = self.token_dim_ + 1
-        super().initialize()
-        self.torch_rng_ = torch.Generator(device=self.device).manual_seed(self._seeds_[1])
-        _state.record_build(self)
-        return self
-
-    def initialize_module(self):
-        """Build ``module_`` from the parameters and the fitted sizes, seeded.
-
-        Returns
-        -------
-        self : estimator
-        """
-        # the module's arguments are the top-level parameters plus the fitted sizes
-        kwargs = {**self._module_kwargs(), **self.get_params_for("module")}
-        # Seeded without touching the global RNG: the module is built on the CPU;
-        # torch.manual_seed would also reseed every GPU. The lock makes this
-        # safe from threads: the global generator is shared.
-        with _GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=[]):
-            torch.default_generator.manual_seed(self._seeds_[0])
-            self.module_ = self.initialized_instance(self.module, kwargs)
-        return self
-
-    def torch_compile(self, module, name):
-        """Compile ``module`` in place when ``compile=True``; return it.
-
-        In place (``nn.Module.compile``) rather than skorch's wrapper object:
-        ``module_`` stays the module itself, with the ``state_dict`` keys of an
-        uncompiled one (weights load whatever either side's ``compile``), and
-        compile can be switched on and off on a fitted model.
-
-        Parameters
-        ----------
-        module : torch.nn.Module
-            The module (or criterion) just built.
-        name : str
-            Its name (``"module"``, ``"criterion"``).
-
-        Returns
-        -------
-        module : torch.nn.Module
-            The same object.
-        """
-        # skorch wraps the module in another object: its state_dict keys would change
-        if self.compile:
-            module.compile(**self.get_params_for("compile"))
-        return module
 
     # -- data path -----------------------------------------------------------------
 
@@ -519,238 +385,12 @@ class _SparseTokenRegressor(CallbackMixin, NeuralNetRegressor):
             _state.apply_to_fitted(self)
         return self
 
-    # -- prediction: reads the estimator, writes nothing to it ---------------------
-
-    def predict(self, X):
-        """Predict the average of the selected tokens.
-
-        Safe to call from several threads on one fitted estimator, also while
-        another thread trains it (``partial_fit``): training and prediction hold
-        the estimator's lock, so a prediction sees the weights between two
-        training calls, or at the end of an epoch (while the fit runs its
-        ``on_epoch_end`` callbacks: a thread such a callback starts and joins
-        is served, not blocked), never half-updated ones. A sequence's prediction depends
-        on that sequence and the weights only, not on the batch it is in: on the
-        CPU bit for bit whatever ``batch_size`` (the paper's model runs its
-        products in blocks of a fixed size; the encoder, the RNN and the FCN
-        run their forward in blocks of a fixed size, ``infer``); on a GPU,
-        where kernels may be chosen by the batch, up to float32 rounding.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, seq_len, token_dim + 1)
-            Tokens and the selection indicator. (A torch Dataset of such
-            sequences is accepted too: skorch's scoring callbacks pass one.)
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples, token_dim), float64
-            As scikit-learn regressors return; the module computes in float32.
-
-        Warns
-        -----
-        NonFinitePredictionWarning
-            When some predictions are inf or NaN (the outputs overflow float32,
-            e.g. on X far beyond the range trained on); ``score`` raises instead.
-        """
-        # checked input, float64 output, a warning on non-finite values
-        with training_lock(self).reading():
-            X = _checks.check_X(self, X)
-            y_pred = self._predict_checked(X)
-        problem = _non_finite(self, y_pred, X)
-        if problem:
-            warnings.warn(f"{problem} The predictions are returned as they are.",
-                          NonFinitePredictionWarning, stacklevel=2)
-        return y_pred
-
-    def _predict_checked(self, X):
-        with self.device_scope():
-            # skorch's prediction loop, cast to the float64 regressors return
-            return self.predict_proba(X).astype(np.float64)
-
-    def infer(self, x, **fit_params):
-        """The module's forward on a batch; at prediction, in blocks of a fixed size.
-
-        With ``_predict_block`` set (the encoder, the RNN and the FCN), an
-        eval-mode batch is padded with copies of its first sequence to a
-        multiple of that many (fewer for sequences longer than 256 positions: as
-        many as make 16384 positions) and run block by block. Every forward call
-        at one length then has the same shape whatever ``batch_size``: matrix
-        kernels round differently at different shapes, and a prediction must
-        depend on its own sequence only. Training batches run as they come.
-
-        Parameters
-        ----------
-        x : Tensor of shape (batch, seq_len, token_dim + 1)
-        **fit_params : dict
-            Further keywords of the module's forward.
-
-        Returns
-        -------
-        y_pred : Tensor of shape (batch, token_dim)
-        """
-        # a prediction must not depend on the batch it is in
-        with self.device_scope():  # also when skorch's forward calls it, outside ours
-            x = to_tensor(x, device=self.device)
-            if (self._predict_block is None or self.module_.training
-                    or not isinstance(x, torch.Tensor)):
-                return super().infer(x, **fit_params)
-            return self._in_blocks(x, lambda chunk: super(_SparseTokenRegressor, self).infer(
-                chunk, **fit_params))
-
-    def _in_blocks(self, x, forward):
-        """``forward`` over ``x`` in eval mode, in padded blocks of ``_block_for`` sequences."""
-        block = self._block_for(x.shape[1])
-        outputs = [forward(chunk) for chunk in pad_to_block(x, block).split(block)]
-        return torch.cat(outputs)[:len(x)]
-
-    def _block_for(self, seq_len):
-        # fewer sequences per block when they are long, so that a block costs
-        # about what a batch of 64 short ones does; it depends on the length only
-        return max(1, min(self._predict_block, _BLOCK_POSITIONS // seq_len))
-
-    def score(self, X, y, sample_weight=None):
-        """R^2 of ``predict(X)`` against ``y``, averaged over the token_dim outputs.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, seq_len, token_dim + 1)
-            Tokens and the selection indicator.
-        y : array-like of shape (n_samples, token_dim)
-            The true averages of the selected tokens.
-        sample_weight : array-like of shape (n_samples,) or None, default=None
-            Weights of the samples in the R^2.
-
-        Returns
-        -------
-        score : float
-            1 is a perfect prediction, 0 that of the mean of ``y``.
-        """
-        # y checked against X, and no R^2 of non-finite predictions
-        with training_lock(self).reading():
-            X = _checks.check_X(self, X)
-            y = _layout.check_target(y, X)
-            y_pred = self._predict_checked(X)
-        problem = _non_finite(self, y_pred, X)
-        if problem:
-            raise ValueError(f"{problem} No R^2 can be computed.")
-        return r2_score(y, y_pred, sample_weight=sample_weight)
-
-    # -- saving, loading, pickling -------------------------------------------------
-
-    def state_files(self, files, use_safetensors=False):
-        """``{f_key: bytes}``: what ``save_params(**files)`` writes, serialised in memory.
-
-        Parameters
-        ----------
-        files : iterable of str
-            The ``f_`` keys to serialise (``f_params``, ``f_optimizer``, ...).
-        use_safetensors : bool, default=False
-
-        Returns
-        -------
-        data : dict
-        """
-        return _persistence.state_files(self, files, use_safetensors)
-
-    def save_params(self, f_params=None, f_optimizer=None, f_criterion=None, f_history=None,
-                    use_safetensors=False, **kwargs):
-        """Save the weights, optimizer, criterion and history, each file atomically.
-
-        As skorch's ``save_params``, and: the weights file records what made
-        it (the estimator class, its structural parameters and sizes, a
-        format version), so that ``load_params`` can refuse weights of
-        another model; each file is written to a temporary file beside it,
-        fsynced and moved over the target only once every file of the call
-        is written, so a crash or a full disk leaves the old files; a failed
-        write raises an ``OSError`` naming the path and the cause.
-
-        Parameters
-        ----------
-        f_params : str, path or file-like, default=None
-            Where the module's weights go (torch's format, or safetensors with
-            ``use_safetensors=True``); None saves none.
-        f_optimizer, f_criterion : str, path or file-like, default=None
-            Where the optimizer's or the criterion's state goes (torch's
-            format only); None saves none.
-        f_history : str, path or file-like, default=None
-            Where the training history goes, as JSON; None saves none.
-        use_safetensors : bool, default=False
-            Write the weights as safetensors (tensors only, loading runs no
-            code); needs the ``safetensors`` extra.
-        **kwargs
-            ``f_<name>`` for any other module, criterion or optimizer of the
-            net, as skorch's ``save_params`` takes them.
-
-        Returns
-        -------
-        None
-        """
-        # metadata with the weights, atomic writes
-        with training_lock(self).reading():  # the weights of one step, never half-updated
-            _persistence.save(self, dict(f_params=f_params, f_optimizer=f_optimizer,
-                                         f_criterion=f_criterion, f_history=f_history,
-                                         **kwargs), use_safetensors)
-
-    def load_params(self, f_params=None, f_optimizer=None, f_criterion=None, f_history=None,
-                    checkpoint=None, use_safetensors=False, **kwargs):
-        """Load weights, optimizer, criterion and history: all of them, or nothing.
-
-        As skorch's ``load_params``, and: every file is read and checked
-        before anything changes, weights whose recorded parameters differ
-        from this estimator's are refused with each difference and the fix
-        named (weights saved without a record, by skorch or an earlier
-        release, are checked by their keys and shapes), and if applying fails
-        the estimator is put back as it was. ``checkpoint`` may be a
-        :class:`~sparse_token_estimators.checkpoints.Checkpoint` or
-        ``TrainEndCheckpoint`` (its manifest names the files of one epoch, in
-        the format they were saved in) or skorch's own ``Checkpoint``. If a
-        structural parameter changed since the module was built, the module
-        is rebuilt from the current parameters first.
-
-        Parameters
-        ----------
-        f_params : str, path or file-like, default=None
-            The weights to load (as saved by ``save_params``); None loads none.
-        f_optimizer, f_criterion : str, path or file-like, default=None
-            The optimizer's or the criterion's state to load; None loads none.
-        f_history : str, path or file-like, default=None
-            The training history (JSON) to load; None loads none.
-        checkpoint : Checkpoint, TrainEndCheckpoint or None, default=None
-            Load the files a checkpoint callback saved instead of naming them.
-        use_safetensors : bool, default=False
-            Read the weights as safetensors.
-        **kwargs
-            ``f_<name>`` for any other module, criterion or optimizer of the
-            net, as skorch's ``load_params`` takes them.
-
-        Returns
-        -------
-        self : estimator
-            This estimator, so that ``Est(...).initialize().load_params(...)``
-            chains (skorch's ``load_params`` returns None).
-        """
-        # all files checked before anything changes; metadata checked against parameters
-        with training_lock(self):
-            return _persistence.load(
-                self, dict(f_params=f_params, f_optimizer=f_optimizer, f_criterion=f_criterion,
-                           f_history=f_history, **kwargs), checkpoint, use_safetensors)
-
-    def __getstate__(self):
-        # the training generator is not picklable as such; under the lock, as predict
-        with training_lock(self).reading():
-            return _persistence.pickled(super().__getstate__())
-
     def notify(self, method_name, **cb_kwargs):
         # at an epoch's end other threads' reads may go ahead (a callback's helper thread)
         if method_name != "on_epoch_end":
             return super().notify(method_name, **cb_kwargs)
         with training_lock(self).paused():
             return super().notify(method_name, **cb_kwargs)
-
-    def __setstate__(self, state):
-        # "auto" device and older pickles
-        _persistence.unpickle(self, state, super().__setstate__)
 
 
 _UNSET = object()
@@ -778,13 +418,3 @@ def _deferred(key):
                                   "iterator_valid", "dataset", "compile")
 
 
-def _non_finite(net, y_pred, X):
-    """What is wrong with predictions that are not all finite, and the fix; "" if none."""
-    bad = ~np.isfinite(y_pred)
-    if not bad.any():
-        return ""
-    largest = f" (largest |X| {float(np.abs(X).max()):.3g})" if isinstance(X, np.ndarray) else ""
-    return (f"{type(net).__name__}.predict(X) returned {int(bad.sum())} non-finite value(s) "
-            f"(inf or NaN) of {y_pred.size}: the model's outputs overflow float32 on this "
-            f"X{largest}. Scale X as the training data was scaled, or refit on data of this "
-            "range.")

@@ -1,4 +1,4 @@
-"""One lock per estimator: training writes under it; reads wait for a step to end.
+"""One lock per estimator (``training_lock``): training writes, reads wait for a step.
 
 ``EstimatorLock`` is re-entrant for the thread that holds it. Training
 (``fit``, ``partial_fit``) and loading hold it as writers; prediction,
@@ -17,6 +17,7 @@ and so do reads mid-epoch (an ``on_batch_end`` callback's thread included).
 """
 
 import threading
+import weakref
 from contextlib import contextmanager
 
 
@@ -102,3 +103,17 @@ class EstimatorLock:
                 while self._readers:
                     self._cond.wait()
                 self._paused -= 1
+
+
+#: one lock per estimator (not an attribute: estimators stay picklable and clonable)
+_LOCKS = weakref.WeakKeyDictionary()
+_LOCKS_LOCK = threading.Lock()
+
+
+def training_lock(net):
+    """The lock that ``net``'s training (``with``) and its reads (``.reading()``) hold."""
+    with _LOCKS_LOCK:
+        lock = _LOCKS.get(net)
+        if lock is None:
+            lock = _LOCKS[net] = EstimatorLock()
+        return lock

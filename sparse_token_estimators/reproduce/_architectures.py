@@ -37,8 +37,21 @@ searches whose outcome it reads (:func:`_query_searches`).
 import math
 from functools import partial
 
-from ..architectures import CELLS, ENCODER_ENCODINGS
 from ..theory import fcn_critical_width
+from ._architectures_rows import (
+    LAYOUTS,
+    LENGTH_MODELS,
+    QUERY_LENGTH_MODELS,
+    SEARCHED,
+    layout,
+)
+from ._architectures_rows import ORDER as _ORDER
+from ._architectures_rows import in_layout as _in_layout
+from ._architectures_rows import order as _order
+from ._architectures_rows import present as _present
+from ._architectures_rows import what as _what
+from ._architectures_rows import widest as _widest
+from ._architectures_rows import width as _width
 from ._bracket import (
     TARGET_R2,
     WAIT,
@@ -69,26 +82,13 @@ from ._experiment import (
 )
 from ._models import MODELS, QUERY_MODELS, SSM_STATE, Fit, model_name, query_rivals
 
-#: the models whose smallest width is searched in the indicator layout
-SEARCHED = ("encoder_none", "gru", "lstm", "mamba")
-#: the models scored per length, in the order of the table (indicator layout)
-LENGTH_MODELS = (*(f"encoder_{e}" for e in ENCODER_ENCODINGS), *CELLS, "mamba")
-#: the models of the query layout scored per length (all but the FCN, fixed at T + q)
-QUERY_LENGTH_MODELS = tuple(f"query_{m}" for m in QUERY_MODELS if m != "fcn")
 #: fitted at ``architecture_width`` at every T of the query layout: it cannot select
 SANITY = "query_encoder_none"
 #: where the searches start and how far down they may go
 START, FLOOR = 4, 1
-#: the layouts, in the order of the summary's tables and the panels
-LAYOUTS = ("indicator", "query")
 #: verdict 7 (third set): each rival searched up to at least this many times the best
 #: positional encoder's width at that T
 RIVAL_STOP_FACTOR = 4
-
-
-def layout(model):
-    """The layout of a model of the catalogue."""
-    return MODELS[model].layout
 
 
 def query_searched(config):
@@ -509,38 +509,6 @@ def fixed_width_lines(s, n_seeds):
             "LSTM at T = 8 needs about 16,000 steps to reach R^2 0.8 at width 2 T d). The "
             "fixed-width R^2 above shows how far below the target they stay as T grows.",
             ""])
-
-
-def _in_layout(rows, lay):
-    """The rows of a layout (rows of results from before the query layout: the indicator's)."""
-    return [r for r in rows if r.get("layout", "indicator") == lay]
-
-
-_ORDER = (*SEARCHED, *(f"query_{m}" for m in QUERY_MODELS))
-
-
-def _order(row):
-    return _ORDER.index(row["model"]), row["seq_len"]
-
-
-def _present(section, lay=None):
-    seen = {r["model"] for r in section["lengths_summary"]}
-    return [m for m in (*LENGTH_MODELS, *QUERY_LENGTH_MODELS) if m in seen
-            and (lay is None or layout(m) == lay)]
-
-
-def _width(row):
-    """The width a critical row found, as compared (d + pe_dim for the paper's model)."""
-    return row.get("width_offset", 0) + row["star"] if row["star"] else None
-
-
-def _widest(row):
-    """The widest width a critical row's search fitted, as compared."""
-    return row.get("width_offset", 0) + max(row["evaluated"])
-
-
-def _what(model):
-    return MODELS[model].name.split(" (")[0].replace("transformer encoder, ", "encoder, ")
 
 
 def sentences(results):

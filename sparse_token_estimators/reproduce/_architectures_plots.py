@@ -2,15 +2,13 @@
 one panel per layout (``_architectures.Architectures.figures``)."""
 
 from ..architectures import CELLS, ENCODER_ENCODINGS
-from ._architectures import (
-    LAYOUTS,
-    _in_layout,
-    _order,
-    _present,
-    _what,
-    _widest,
-    _width,
-)
+from ._architectures_rows import LAYOUTS
+from ._architectures_rows import in_layout as _in_layout
+from ._architectures_rows import order as _order
+from ._architectures_rows import present as _present
+from ._architectures_rows import what as _what
+from ._architectures_rows import widest as _widest
+from ._architectures_rows import width as _width
 from ._experiment import config_of, select
 from ._figures import (
     MIN_FONT,

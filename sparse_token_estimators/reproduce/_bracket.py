@@ -30,7 +30,7 @@ from functools import partial
 
 import numpy as np
 
-from .._critical_width import _passes, search_steps
+from .._width_search import _passes, search_steps
 from ..architectures import encoder_width_multiple
 from ._experiment import find, fmt, markdown_table, seeds_text, summarise
 from ._models import MODELS, Fit, model_name, model_seeds, training

@@ -184,7 +184,7 @@ def estimate(config, n_workers, *, experiments=None, store=None, factor=1.0):
     True
     """
     from ._fits import _pools
-    from ._run import planned_fits, selected
+    from ._registry import planned_fits, selected
 
     experiments = selected(config) if experiments is None else experiments
     used_by = planned_fits(config, experiments)

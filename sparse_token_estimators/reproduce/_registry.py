@@ -31,3 +31,27 @@ EXPERIMENTS = (
     _encodings.EXPERIMENT,
     _architectures.EXPERIMENT,
 )
+
+
+def selected(config):
+    """The experiments ``config`` runs (``config.experiments``; None: all), in order."""
+    if config.experiments is None:
+        return EXPERIMENTS
+    known = [e.name for e in EXPERIMENTS]
+    unknown = sorted(set(config.experiments) - set(known))
+    if unknown:
+        raise ValueError(f"experiments={tuple(config.experiments)!r} names {unknown}, which "
+                         f"the reproduction does not have; choose among {known}.")
+    return tuple(e for e in EXPERIMENTS if e.name in config.experiments)
+
+
+def planned_fits(config, experiments=None):
+    """``{fit: [experiments that use it]}``: what ``run`` fits beside the searches
+    (``experiments``: default ``selected(config)``)."""
+    used_by = {}
+    for experiment in selected(config) if experiments is None else experiments:
+        for fit in experiment.fits(config):
+            names = used_by.setdefault(fit, [])
+            if experiment.name not in names:
+                names.append(experiment.name)
+    return used_by

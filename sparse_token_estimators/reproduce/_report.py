@@ -12,6 +12,7 @@ from ._registry import EXPERIMENTS
 from ._verdicts import (
     FIXED_ON,
     FOURTH_SET_FIXED_ON,
+    NOT_JUDGED,
     SECOND_SET_FIXED_ON,
     THIRD_SET_FIXED_ON,
     THRESHOLDS,
@@ -280,9 +281,16 @@ def summary_markdown(results, *, figures=True):
         ["claim", "judged on", seeds_header, "seeds on their own"],
         [[c["claim"], c["model"], _shown(c["verdict"]) + (
             f" (mean of {seeds_text(c['n_seeds'])})" if c["n_seeds"] != config.n_seeds else ""),
+          "not judged" if c["verdict"] == NOT_JUDGED else
           f"{c['seeds_supporting']} of {c['n_seeds']}"] for c in results["claims"]],
         ["l", "l", "l", "r"]) + [""]
     for c in results["claims"]:
+        if c["verdict"] == NOT_JUDGED:  # verdict 7 at quick: the slice is indicative only
+            lines += [f"- **{c['claim']}: not judged by this run ({NOT_JUDGED})**; model: "
+                      f"{c['model']}. {c['statement']}", f"  Evidence: {c['evidence']}."]
+            if c.get("note"):
+                lines.append(f"  Note: {c['note']}")
+            continue
         shown = c["verdict"] if c["verdict"] == "supported" else c["verdict"].upper()
         lines += [f"- **{c['claim']}: {shown} by this run** (judged on the mean over "
                   f"{seeds_text(c['n_seeds'])}; {c['seeds_supporting']} of "

@@ -24,7 +24,7 @@ from ._models import MODELS, describe_models
 from ._plan import estimate
 from ._progress import Progress
 from ._records import RecordStore
-from ._registry import EXPERIMENTS
+from ._registry import EXPERIMENTS, planned_fits, selected  # noqa: F401 (re-exported)
 from ._verdicts import FIXED_ON, RESOLUTION, SETS, THRESHOLDS, assess_claims
 
 
@@ -38,30 +38,6 @@ def _theory_references(config):
         "fcn_width_threshold": fcn_width_threshold(config.seq_len, config.token_dim),
         "pe_scale": transformer_pe_scale(config.seq_len, config.n_selected),
     }
-
-
-def selected(config):
-    """The experiments ``config`` runs (``config.experiments``; None: all), in order."""
-    if config.experiments is None:
-        return EXPERIMENTS
-    known = [e.name for e in EXPERIMENTS]
-    unknown = sorted(set(config.experiments) - set(known))
-    if unknown:
-        raise ValueError(f"experiments={tuple(config.experiments)!r} names {unknown}, which "
-                         f"the reproduction does not have; choose among {known}.")
-    return tuple(e for e in EXPERIMENTS if e.name in config.experiments)
-
-
-def planned_fits(config, experiments=None):
-    """``{fit: [experiments that use it]}``: what ``run`` fits beside the searches
-    (``experiments``: default ``selected(config)``)."""
-    used_by = {}
-    for experiment in selected(config) if experiments is None else experiments:
-        for fit in experiment.fits(config):
-            names = used_by.setdefault(fit, [])
-            if experiment.name not in names:
-                names.append(experiment.name)
-    return used_by
 
 
 def run_searches(config, experiments, records, used_by, progress, *, executor=None,
