@@ -10,9 +10,15 @@ made-up scores (``reproduce._plan.synthetic_r2``), each job lasting its fits'
 busy worker-seconds over workers x wall. Nothing is fitted; it takes seconds.
 The same for the quick and the paper runs with ``--all``.
 
-Target (issue 50): utilisation >= 0.90 at 16 and at 64 workers.
+Target (issue 50): utilisation >= 0.90 at 16 and at 64 workers. Measured
+(2026-12-05): 0.91 at 16 and 0.31 at 64 (0.59 and 0.20 before the rivals waited
+only on the encoders at their own T); at 64 the longest chain of dependent rounds
+(the encoders up to T = 128, then Mamba there: 22 min) bounds it at about 0.32.
 
     python benchmarks/bench_dispatch.py
+
+(From a git worktree, put the worktree first on the path, ``PYTHONPATH=.``: the
+script's own folder comes first otherwise, and an installed copy is imported.)
 """
 
 import argparse

@@ -409,3 +409,17 @@ def test_the_widths_figure_keeps_its_legends_inside_it(several_lengths):
         assert box.y0 - 1 <= extent.y0 and extent.y1 <= box.y1 + 1, extent
     labels = [t.get_text() for legend in legends for t in legend.get_texts()]
     assert len(labels) == len(set(labels)) and "T d" in labels
+
+
+def test_the_rivals_with_more_steps_are_a_line_of_the_summary_not_judged(results):
+    s = results["architectures"]
+    assert s["rival_more_steps"] == 0 and s["query_more_steps"] == []  # SMOKE: none
+    assert not any("not judged (how far" in line for line in EXPERIMENT.summary(results))
+    s["query_more_steps_summary"] = [{
+        "model": "query_mamba", "model_name": "Mamba (query layout)", "seq_len": 3,
+        "width": 8, "encoder_width": 4, "steps_multiplier": 4, "lr": 0.03,
+        "val_r2_mean": 0.93, "test_r2_mean": 0.92, "test_r2_sd": 0.01, "n_seeds": 3,
+        "reaches_target": True}]
+    line = [x for x in EXPERIMENT.summary(results) if "not judged (how far" in x]
+    assert len(line) == 1 and "Mamba 0.930 (0.920 ± 0.010; rate 0.03, reaches the target)" \
+        in line[0] and "4 times the steps" in line[0]

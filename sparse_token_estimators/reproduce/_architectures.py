@@ -20,14 +20,18 @@ rate. All train on the population. Verdict 7 (``_verdicts``) judges the
 query layout's widths.
 
 In the query layout (the third set of verdicts) the searches train on
-``query_n_train`` sequences every epoch, in two rounds at each T: first the
-encoders, the paper's model and the FCN; then every recurrent or
-state-space rival of the catalogue (``_models.query_rivals``; they join the
-searched models whatever ``query_searched`` says), each up to at least
-``RIVAL_STOP_FACTOR`` times the best positional encoder's width at that T
-(at least min(``query_width_stop``, 4 T d)), starting there. Then each recurrent
-rival at one fixed width (its stop at the smallest T, the rate chosen there)
-at every T: its held-out R^2 against T, beside q/T (reported, not judged).
+``query_n_train`` sequences every epoch: the encoders, the paper's model and
+the FCN; and every recurrent or state-space rival of the catalogue
+(``_models.query_rivals``; they join the searched models whatever
+``query_searched`` says), each at a T up to at least ``RIVAL_STOP_FACTOR``
+times the best positional encoder's width at that T (at least
+min(``query_width_stop``, 4 T d)), starting there, once the encoders' searches
+at that T have ended. Then each recurrent rival at one fixed width (its stop at
+the smallest T, the rate chosen there) at every T: its held-out R^2 against T,
+beside q/T (reported, not judged); and, where ``rival_more_steps``, each rival
+at twice the encoders' width at the smallest T with that many times the steps
+(reported beside verdict 7, not judged). Each search waits only on the
+searches whose outcome it reads (:func:`_query_searches`).
 """
 
 import math
@@ -50,6 +54,7 @@ from ._architectures_rows import widest as _widest
 from ._architectures_rows import width as _width
 from ._bracket import (
     TARGET_R2,
+    WAIT,
     Column,
     critical_section,
     critical_table,
@@ -58,6 +63,7 @@ from ._bracket import (
     protocol_searches,
     reason_lines,
     schedule_text,
+    search_chain,
 )
 from ._experiment import (
     Experiment,
@@ -126,11 +132,13 @@ def _rival_stop(config, encoders, model, T):
     return max(_stop(config, model, T), RIVAL_STOP_FACTOR * (width or 0))
 
 
-def fixed_width_fits(config, found):
+def fixed_width_fits(config, found, lens=None):
     """``{(model, T): Fit}``: each recurrent rival at its stop at the smallest T, at the rate
-    chosen there, at every T of the query layout (its R^2 against T, not judged)."""
-    lens = sorted(T for T, outcomes in found.items()
-                  if any(layout(m) == "query" for m in outcomes))
+    chosen there, at every T of the query layout (``lens``; default: those of ``found``)
+    (its R^2 against T, not judged)."""
+    if lens is None:
+        lens = sorted(T for T, outcomes in found.items()
+                      if any(layout(m) == "query" for m in outcomes))
     fits = {}
     for model in recurrent_rivals(config):
         first = found[lens[0]].get(model) if lens else None
@@ -204,7 +212,7 @@ class Architectures(Experiment):
                   "floor": lambda model, T: FLOOR}
         found = yield from lockstep({
             "indicator": protocol_searches(config, config.architecture_seq_lens(), SEARCHED,
-                                           **common),
+                                           **common, early=True),
             "query": _query_searches(config, {**common,
                                               "n_train": lambda T: config.query_n_train})})
         merged = {}
@@ -212,6 +220,11 @@ class Architectures(Experiment):
             for T, by_model in outcomes.items():
                 merged.setdefault(T, {}).update(by_model)
         return dict(sorted(merged.items()))
+
+    def gating(self, config):
+        """The query layout's positional encoders: each rival's search at a T waits on
+        theirs there."""
+        return tuple(positional_encoders(query_searched(config)))
 
     def collect(self, config, records, found=None):
         section = self._collect(config, records, found)
@@ -221,11 +234,14 @@ class Architectures(Experiment):
                   **{k: records[fit, seed][k] for k in ("val_r2", "test_r2")}}
                  for (model, T), fit in fixed_width_fits(config, found or {}).items()
                  for seed in fit.seeds(config)]
+        more = more_steps_rows(config, records, found or {})
         return {**section, "query_n_train": config.query_n_train,
                 "rival_stop_factor": RIVAL_STOP_FACTOR, "query_fixed_width": fixed,
                 "query_fixed_width_summary": summarise(
                     fixed, ["model", "model_name", "seq_len", "width", "ceiling"],
-                    ["val_r2", "test_r2"])}
+                    ["val_r2", "test_r2"]),
+                "rival_more_steps": config.rival_more_steps, "query_more_steps": more,
+                "query_more_steps_summary": more_steps_summary(more)}
 
     def _collect(self, config, records, found=None):
         T0, seeds = config.seq_len, config.architecture_seeds()
@@ -327,6 +343,10 @@ class Architectures(Experiment):
                           f"{fmt_spread(x, 'test_r2')} at T={x['seq_len']} (q/T = "
                           f"{x['ceiling']:.3f})" for x in s["query_sanity_summary"]) + ".", ""]
         lines += fixed_width_lines(s, n)
+        more = more_steps_text(s)
+        if more:
+            lines += [f"Query layout, reported beside verdict 7, not judged (how far the "
+                      f"rivals' failure is one of the run's steps): {more}.", ""]
         lines += [f"Held-out R^2 (mean ± sd over {seeds_text(n)}) at width {s['width']} "
                   f"(d_model, hidden_size, pe_dim), trained at T={T}:", ""]
         rows = [[results["models"][m]["name"], *length_cells(s["lengths_summary"], config,
@@ -343,24 +363,123 @@ class Architectures(Experiment):
 
 
 def _query_searches(config, common):
-    """Generator: the query layout's searches in two rounds (the encoders, the paper's
-    model and the FCN; then the recurrent rivals, up to ``_rival_stop``), then the
-    rivals' fixed-width fits; returns ``{T: {model: outcome}}``."""
+    """Generator: the query layout's searches, each model's a chain over T
+    (:func:`._bracket.search_chain`), all side by side (:func:`._bracket.lockstep`): the
+    encoders, the paper's model and the FCN from the start; each recurrent rival at a T
+    (up to ``_rival_stop``) as soon as the positional encoders' searches at that T have
+    ended (its stop is a multiple of their width there) and its own at the T before; each
+    rival's fixed-width fits as soon as its search at the smallest T has ended; and, where
+    ``rival_more_steps``, each rival at twice the encoders' width at the smallest T
+    (:func:`more_steps_fits`) once their search there has ended. Only when a search waits
+    depends on the others: every fit is the one the searches ask for one after another.
+    Returns ``{T: {model: outcome}}``."""
     lens, searched = config.query_seq_lens(), query_searched(config)
     recurrent = recurrent_rivals(config)
-    found = yield from protocol_searches(config, lens, [m for m in searched
-                                                        if m not in recurrent], **common)
+    first = [m for m in searched if m not in recurrent]
+    encoders = positional_encoders(first)
+    found = {}  # {T: {model: outcome}}, each written as its search ends
+
+    def encoders_done(model, T):
+        return all(m in found.get(T, {}) for m in encoders)
+
     stop = partial(_rival_stop, config, found)
-    rivals = yield from protocol_searches(
-        config, lens, recurrent, **{**common, "stop": stop, "start": lambda m, T, previous:
-                                    previous["width"] if previous and previous["width"]
-                                    else stop(m, T)})
-    for T, outcomes in rivals.items():
-        found.setdefault(T, {}).update(outcomes)
-    fits = list(fixed_width_fits(config, found).values())
+    chains = {m: search_chain(config, lens, m, **common, outcomes=found, early=True)
+              for m in first}
+    chains.update({m: search_chain(
+        config, lens, m, **{**common, "stop": stop, "start": lambda m, T, previous:
+                            previous["width"] if previous and previous["width"]
+                            else stop(m, T)},
+        ready=encoders_done, outcomes=found, early=True) for m in recurrent})
+    chains.update({f"fixed width: {m}": _fixed_width_search(config, found, m, lens)
+                   for m in recurrent})
+    if config.rival_more_steps and lens:
+        chains.update({f"more steps: {m}": _more_steps_search(config, found, m, lens[0],
+                                                              encoders_done)
+                       for m in query_rivals() if m in searched})
+    yield from lockstep(chains)
+    return {T: {m: found[T][m] for m in (*first, *recurrent)} for T in lens}
+
+
+def _fixed_width_search(config, found, model, lens):
+    """Generator: ``model``'s fixed-width fits (:func:`fixed_width_fits`), asked for once
+    its search at the smallest T has ended."""
+    while lens and model not in found.get(lens[0], {}):
+        yield WAIT
+    fits = [fit for (m, _), fit in fixed_width_fits(
+        config, {T: found[T] for T in lens[:1]}, lens).items() if m == model]
     if fits:
         yield fits
-    return found
+
+
+def more_steps_fits(config, found, model, T=None):
+    """``model`` (a rival of verdict 7) at T (default: the query layout's smallest) at twice
+    the best positional encoder's width there (:func:`encoder_width`; ``found``: ``{T:
+    {model: outcome}}``), at every rate of its family, with ``rival_more_steps`` times the
+    steps (reported beside verdict 7, not judged); [] without that width or where
+    ``rival_more_steps`` is 0."""
+    T = config.query_seq_lens()[0] if T is None else T
+    width = encoder_width(found.get(T, {}))
+    if not config.rival_more_steps or width is None:
+        return []
+    return [population_fit(config, model, T, config.query_n_train, 2 * width, lr,
+                           config.rival_more_steps)
+            for lr in config.lr_grid(MODELS[model].family)]
+
+
+def more_steps_rows(config, records, found):
+    """A row per fit of :func:`more_steps_fits` and seed: each rival at twice the encoders'
+    width at the smallest T with ``rival_more_steps`` times the steps ([] without them)."""
+    lens = sorted(T for T, by in found.items() if any(layout(m) == "query" for m in by))
+    if not config.rival_more_steps or not lens:
+        return []
+    T = lens[0]
+    encoder = encoder_width(found[T])
+    return [{"model": model, "model_name": model_name(model, config), "seq_len": T,
+             "width": fit.width, "encoder_width": encoder,
+             "steps_multiplier": config.rival_more_steps, "lr": fit.learning_rate(config),
+             "seed": seed, **{k: records[fit, seed][k] for k in ("val_r2", "test_r2")}}
+            for model in query_rivals() if model in found[T]
+            for fit in more_steps_fits(config, found, model, T)
+            for seed in fit.seeds(config)]
+
+
+def more_steps_summary(rows, target=TARGET_R2):
+    """Per rival, the rate of the best mean validation R^2 over its grid (as a search
+    scores a width): that mean, its held-out R^2 and whether it reaches ``target``."""
+    by_rate = summarise(rows, ["model", "model_name", "seq_len", "width", "encoder_width",
+                               "steps_multiplier", "lr"], ["val_r2", "test_r2"])
+    best = {}
+    for row in by_rate:
+        if not math.isnan(row["val_r2_mean"]) and (
+                row["model"] not in best or row["val_r2_mean"] > best[row["model"]]["val_r2_mean"]):
+            best[row["model"]] = row
+    return [{**row, "reaches_target": row["val_r2_mean"] >= target} for row in best.values()]
+
+
+def more_steps_text(section):
+    """The rivals at twice the encoder's width with more steps, in words ("" without)."""
+    rows = section.get("query_more_steps_summary") or []
+    if not rows:
+        return ""
+    first = rows[0]
+    return (f"each rival at T={first['seq_len']} at twice the best positional encoder's width "
+            f"({first['encoder_width']}: width {first['width']}) with "
+            f"{first['steps_multiplier']} times the steps, mean validation R^2 at the best "
+            "rate (held-out R^2): " + "; ".join(
+                f"{r['model_name'].split(' (')[0]} {r['val_r2_mean']:.3f} "
+                f"({fmt_spread(r, 'test_r2')}; rate {r['lr']:g}"
+                + (", reaches the target" if r["reaches_target"] else "") + ")"
+                for r in rows))
+
+
+def _more_steps_search(config, found, model, T, encoders_done):
+    """Generator: :func:`more_steps_fits` of ``model``, asked for once the positional
+    encoders' searches at T have ended."""
+    while not encoders_done(model, T):
+        yield WAIT
+    fits = more_steps_fits(config, found, model, T)
+    if fits:
+        yield fits
 
 
 def fixed_width_lines(s, n_seeds):

@@ -30,7 +30,7 @@ from functools import partial
 
 import numpy as np
 
-from .._critical_width import search_steps
+from .._width_search import _passes, search_steps
 from ..architectures import encoder_width_multiple
 from ._experiment import find, fmt, markdown_table, seeds_text, summarise
 from ._models import MODELS, Fit, model_name, model_seeds, training
@@ -50,7 +50,7 @@ def _best(means):
     return best, finite[best]
 
 
-def protocol_search(config, search, make_fit, rates):
+def protocol_search(config, search, make_fit, rates, on_no_width=None):
     """Generator: the requests of one search (``search_steps(...)``) as rounds of fits;
     returns what the search returned, with ``chosen_lr`` (width -> rate),
     ``chosen_lr_per_seed`` (width -> {seed: that seed's best rate}), both of the search
@@ -60,11 +60,20 @@ def protocol_search(config, search, make_fit, rates):
     A request ``(width, times)`` is fitted at every rate of ``rates``
     (``make_fit(width, lr, times)``) and scored by the best mean validation R^2 over
     the seeds (the fits' own, ``Fit.seeds``); a steps check ``(width, 2 times, True)`` at
-    the rate chosen there, with twice the steps."""
+    the rate chosen there, with twice the steps.
+
+    ``on_no_width()``: called once, where the search is known to find no width before it
+    ends: a steps check is asked for while no width has reached the target (the check of
+    the widest width past the stop; it can make the search "unresolved", never give it a
+    width, and no search again follows a search in which no width passed)."""
     chosen, per_seed, made = {}, {}, []  # chosen and per_seed by the search's own steps
+    passed = False
     request = next(search)
     while True:
         width, times, check = request
+        if check and not passed and on_no_width is not None:
+            on_no_width()
+            on_no_width = None
         own = chosen.setdefault(times // 2 if check else times, {})
         asked = rates if not check else [own[width]] if own.get(width) is not None else []
         fits = {lr: make_fit(width, lr, times) for lr in asked}
@@ -74,6 +83,7 @@ def protocol_search(config, search, make_fit, rates):
                                                 for s in f.seeds(config)]))
                              for lr, f in fits.items()})
         if not check:
+            passed |= _passes(score, TARGET_R2)
             own[width] = best
             # one model per search: its fits share their seeds
             seeds = sorted({s for f in fits.values() for s in f.seeds(config)})
@@ -106,11 +116,45 @@ class Answers(dict):
     Answers of a nested Round}``: the branches not named wait, their fits still running."""
 
 
+class _Wait:
+    """The request of a search that waits on another (:data:`WAIT`)."""
+
+    def __repr__(self):
+        return "WAIT"
+
+
+#: what a search driven by :func:`lockstep` yields while it waits on another search of the
+#: same lockstep (it asks for no fit): it is sent None after each step of the others, until
+#: it yields a request
+WAIT = _Wait()
+
+
 def lockstep(searches):
     """Generator: the search generators ``{name: generator}`` side by side, their rounds
     merged in a :class:`Round`; sent the records of every fit of the round, each search
-    receives them; sent :class:`Answers`, only the searches named, each its own. Returns
-    ``{name: what it returned}`` in the order of ``searches``."""
+    receives them; sent :class:`Answers`, only the searches named, each its own. A search
+    that yields :data:`WAIT` is left out of the rounds and sent None after each step of the
+    others, until it asks for fits; where every search waits, the lockstep yields
+    :data:`WAIT` itself. A lockstep inside another (a search yielding a :class:`Round`) is
+    polled with Answers naming none of its searches. Returns ``{name: what it returned}`` in the order of
+    ``searches``.
+
+    Examples
+    --------
+    >>> found = {}
+    >>> def first():
+    ...     records = yield ["fit a"]
+    ...     found["a"] = records
+    >>> def second():
+    ...     while "a" not in found:  # its request depends on the first search's result
+    ...         yield WAIT
+    ...     yield ["fit b"]
+    >>> steps = lockstep({"a": first(), "b": second()})
+    >>> next(steps).branches
+    {'a': ['fit a']}
+    >>> steps.send(Answers(a={"fit a": 0.9})).branches
+    {'b': ['fit b']}
+    """
     pending, done = {}, {}
 
     def step(name, value):
@@ -120,16 +164,36 @@ def lockstep(searches):
             done[name] = end.value
             pending.pop(name, None)
 
+    def wake():
+        """Poll the lockstep searches inside (sent Answers naming none of theirs, each
+        polls its own waiting searches), then step the waiting searches until none of them
+        changes (a search starts, never ends, on a poll: it cannot wake another)."""
+        for name in [n for n, request in pending.items() if isinstance(request, Round)]:
+            step(name, Answers())
+        changed = True
+        while changed:
+            changed = False
+            for name in [n for n, request in pending.items() if request is WAIT]:
+                step(name, None)
+                changed |= pending.get(name) is not WAIT
+
     for name in searches:
         step(name, None)
+    wake()
     while pending:
-        answer = yield Round(dict(pending))
+        active = {n: request for n, request in pending.items() if request is not WAIT}
+        if not active:  # each waits on a search outside: the lockstep around this polls it
+            yield WAIT
+            wake()
+            continue
+        answer = yield Round(active)
         if isinstance(answer, Answers):
-            for name in [n for n in answer if n in pending]:
+            for name in [n for n in answer if n in active]:
                 step(name, answer[name])
         else:
-            for name in list(pending):
+            for name in active:
                 step(name, answer)
+        wake()
     return {name: done[name] for name in searches}
 
 
@@ -144,7 +208,8 @@ def width_multiple(model):
     return encoder_width_multiple(params["n_heads"], params.get("positional_encoding"))
 
 
-def protocol_searches(config, lens, keys, *, n_train, start, stop, floor, again=False):
+def protocol_searches(config, lens, keys, *, n_train, start, stop, floor, again=False,
+                      early=False):
     """Generator: for each model of ``keys`` (keys of ``MODELS``), one :func:`protocol_search`
     at each T of ``lens`` in increasing order (:func:`search_chain`), the models side by
     side (:func:`lockstep`: a model goes on to its next T as soon as its own search there
@@ -155,32 +220,58 @@ def protocol_searches(config, lens, keys, *, n_train, start, stop, floor, again=
     ``floor(key, T)``: the search's first, widest and narrowest width (each taken to a
     multiple of :func:`width_multiple`). ``again``: the fourth set's first rule, a
     search in which a width fails although a narrower one passed is searched again at that
-    T with twice the steps (``search_steps(search_again=True)``). Returns ``{T: {key:
+    T with twice the steps (``search_steps(search_again=True)``). ``early``: ``start``
+    reads only the width found at the T before (:func:`search_chain`). Returns ``{T: {key:
     outcome}}``, each outcome with its ``stop``.
     """
     chains = {key: search_chain(config, lens, key, n_train=n_train, start=start, stop=stop,
-                                floor=floor, again=again)
+                                floor=floor, again=again, early=early)
               for key in keys}
     done = yield from lockstep(chains)
     return {T: {key: done[key][T] for key in keys} for T in lens}
 
 
-def search_chain(config, lens, key, *, n_train, start, stop, floor, again=False):
+def search_chain(config, lens, key, *, n_train, start, stop, floor, again=False,
+                 ready=None, outcomes=None, early=False):
     """Generator: the searches of one model ``key`` at each T of ``lens`` in increasing
     order, each starting from ``start(key, T, the outcome at the T before)``; returns
-    ``{T: outcome}`` (:func:`protocol_searches`)."""
-    found, previous = {}, None
+    ``{T: outcome}`` (:func:`protocol_searches`).
+
+    ``ready(key, T)``: whether the search at T may start (its ``start`` and ``stop`` read
+    other searches' outcomes there); until then the chain yields :data:`WAIT` (driven by
+    :func:`lockstep`). ``outcomes``: a dict ``{T: {key: outcome}}`` into which each
+    outcome is written as soon as its search ends, for the others' ``ready``. ``early``:
+    ``start`` reads only the width of the outcome at the T before (None: none found); the
+    search at T then starts as soon as the one before is known to find no width
+    (``protocol_search``'s ``on_no_width``: while its steps check runs), with
+    ``{"width": None}`` as the outcome before. Every search asks for the same fits as
+    one after another: only when they are asked for changes."""
+    found, known = {}, {}  # known: T -> what start reads of the outcome there
     m = width_multiple(key)
-    for T in lens:
+
+    def at(T, before):
+        while (ready is not None and not ready(key, T)) or (before is not None
+                                                            and before not in known):
+            yield WAIT
         top, bottom = stop(key, T) // m * m, -(-floor(key, T) // m) * m
-        first = min(max(start(key, T, previous), bottom), top) // m * m
+        first = min(max(start(key, T, known.get(before)), bottom), top) // m * m
         search = search_steps(first, target=TARGET_R2, stop=top, floor=bottom,
                               factor=2.0, refine=REFINE, multiple=m, search_again=again)
         outcome = yield from protocol_search(
             config, search, partial(population_fit, config, key, T, n_train(T)),
-            config.lr_grid(MODELS[key].family))
-        found[T] = previous = {**outcome, "stop": top}
-    return found
+            config.lr_grid(MODELS[key].family),
+            on_no_width=partial(known.__setitem__, T, {"width": None}) if early else None)
+        found[T] = known[T] = {**outcome, "stop": top}
+        if outcomes is not None:
+            outcomes.setdefault(T, {})[key] = found[T]
+
+    befores = [None, *lens[:-1]]
+    if early:
+        yield from lockstep({T: at(T, before) for T, before in zip(lens, befores)})
+    else:
+        for T, before in zip(lens, befores):
+            yield from at(T, before)
+    return {T: found[T] for T in lens}
 
 
 def population_fit(config, model, T, n_train, width, lr, times):

@@ -8,9 +8,13 @@ the other searches are doing; a :class:`~._bracket.Round` (searches side by
 side, :func:`~._bracket.lockstep`) is answered branch by branch
 (:class:`~._bracket.Answers`), so that within one experiment, too, each model's
 search goes on alone. Whenever a worker is free it gets the costliest job
-(``Fit.cost``) of those waiting: a group of fits trained side by side
+(``Fit.cost``) of those waiting (those of the searches other searches wait on,
+``Experiment.gating``, first): a group of fits trained side by side
 (``_fits.group_job``: one model and width, any rates and seeds), or, where
-there are fewer groups waiting than free workers, single ``(fit, seed)`` jobs.
+there are fewer groups waiting than free workers, single ``(fit, seed)`` jobs; on
+more than 2 workers a fit a search waits on goes alone where the trainer is
+"exact" (a group's fits train one after another there: grouped, the search's
+round would last their sum).
 A record is the same whichever job made it and whenever: only the order changes.
 
 The executor is any ``concurrent.futures.Executor`` (a process pool, a Dask
@@ -26,7 +30,7 @@ import socket
 import time
 
 from . import _fits
-from ._bracket import Answers, Round
+from ._bracket import WAIT, Answers, Round
 from ._fits import group_key
 
 #: the variables that set a worker's threads (as joblib sets them for its workers)
@@ -142,11 +146,12 @@ def _answer(paths, records_of):
     return answer
 
 
-def split_jobs(config, waiting, free):
-    """Up to ``free`` jobs from ``waiting`` (``{(fit, seed): pool}``), costliest first: one
-    per group (``group_key``), or single ``(fit, seed)`` jobs where there are fewer groups
-    than ``free`` (a worker would idle beside a whole group). Each job is a list of
-    ``(fit, seed, pool)``.
+def split_jobs(config, waiting, free, single=None, first=()):
+    """Up to ``free`` jobs from ``waiting`` (``{(fit, seed): pool}``): one per group
+    (``group_key``), or single ``(fit, seed)`` jobs where there are fewer groups than
+    ``free`` (a worker would idle beside a whole group); ``single((fit, seed))``: whether
+    that one goes alone whatever the groups. The jobs of the models of ``first`` go first,
+    then the costliest. Each job is a list of ``(fit, seed, pool)``.
 
     Examples
     --------
@@ -157,14 +162,20 @@ def split_jobs(config, waiting, free):
     [2]
     >>> [len(job) for job in split_jobs(SMOKE, waiting, 2)]
     [1, 1]
+    >>> [len(job) for job in split_jobs(SMOKE, waiting, 1, single=lambda item: True)]
+    [1]
     """
-    groups = {}
+    groups, jobs = {}, []
     for (fit, seed), pool in waiting.items():
-        groups.setdefault(group_key(fit), []).append((fit, seed, pool))
-    jobs = list(groups.values())
+        if single is not None and single((fit, seed)):
+            jobs.append([(fit, seed, pool)])
+        else:
+            groups.setdefault(group_key(fit), []).append((fit, seed, pool))
+    jobs += list(groups.values())
     if len(jobs) < free:
         jobs = [[member] for job in jobs for member in job]
-    jobs.sort(key=lambda job: -sum(fit.cost(config) for fit, _, _ in job))
+    jobs.sort(key=lambda job: (not any(fit.model in first for fit, _, _ in job),
+                               -sum(fit.cost(config) for fit, _, _ in job)))
     return jobs[:free]
 
 
@@ -214,6 +225,14 @@ def dispatch(config, planned, experiments, records, used_by, progress, *, execut
     searches, found = {}, {}
 
     resumed = []  # read back from the store, not yet counted on progress
+    # the models whose searches others wait on go first; on more than 2 workers a fit a
+    # search waits on goes alone where the fits of a group train one after another anyway
+    # (trainer "exact"): its round returns with its last fit, not after their sum (on 2
+    # workers the throughput, not a round's wait, sets the time: benchmarks/bench_dispatch)
+    first = {m for e in experiments if hasattr(e, "gating") for m in e.gating(config)}
+
+    def single(item):
+        return config.trainer == "exact" and item in watchers and n_workers > 2
 
     def need(fit, seed):
         """Whether (fit, seed) must be fitted (read back from the store if it is there)."""
@@ -230,6 +249,9 @@ def dispatch(config, planned, experiments, records, used_by, progress, *, execut
         return True
 
     def register(search, request):
+        if request is WAIT:  # a lockstep's searches all wait on one another
+            raise RuntimeError(f"the searches of {experiments[search.index].name} wait on "
+                               "each other: none asks for a fit")
         for path, fits in _leaves(request).items():
             if path in search.leaves:
                 continue  # still in flight from an earlier request
@@ -294,7 +316,7 @@ def dispatch(config, planned, experiments, records, used_by, progress, *, execut
                 continue
             free = n_workers - len(running)
             while free > 0 and waiting:
-                for members in split_jobs(config, waiting, free):
+                for members in split_jobs(config, waiting, free, single, first):
                     for fit, seed, _ in members:
                         del waiting[fit, seed]
                     running[executor.submit(job, config, members)] = members

@@ -33,6 +33,11 @@ class Experiment:
         ``{(fit, seed): record}`` and returns what it found (for ``collect``)."""
         return None
 
+    def gating(self, config):
+        """The models (keys of ``MODELS``) whose searches other searches of it wait on: the
+        run fits theirs first (the order only)."""
+        return ()
+
     def collect(self, config, records, found=None):
         """Its section of the results, from ``records[(fit, seed)]`` and ``found``."""
         raise NotImplementedError

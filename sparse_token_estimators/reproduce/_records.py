@@ -35,7 +35,7 @@ LOCK_FILE = ".lock"
 #: reuses the records it shares with an earlier one in the same folder (the same for the
 #: seeds of the architectures experiment, ``architecture_n_seeds``)
 EXECUTION_FIELDS = ("n_jobs", "n_seeds", "experiments", "architecture_n_seeds",
-                    "judge_architectures")
+                    "judge_architectures", "rival_more_steps")
 
 #: why a number is missing, by the key it would have had (``strict_json``)
 MISSING_REASONS = {

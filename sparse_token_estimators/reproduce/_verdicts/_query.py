@@ -346,6 +346,11 @@ def _query_separation_third(results, t, r):
     fixed = _fixed_width_text(s)
     if fixed:
         evidence.append("reported, not judged, held-out R^2 at one fixed width: " + fixed)
+    from .._architectures import more_steps_text
+
+    more = more_steps_text(s)
+    if more:
+        evidence.append("reported, not judged, " + more)
     none_ok = [x["test_r2"] <= x["ceiling"] + t["query_none_margin"]
                for x in s.get("query_sanity", [])]
     above = _points_above_bound(config, select(s["points"], model="query_fcn"))
