@@ -10,8 +10,8 @@ import pytest
 
 from sparse_token_estimators.reproduce import SCALES, SMOKE
 from sparse_token_estimators.reproduce._architectures import EXPERIMENT, more_steps_fits
-from sparse_token_estimators.reproduce._models import query_rivals
 from sparse_token_estimators.reproduce._dispatch import SimulatedExecutor, dispatch
+from sparse_token_estimators.reproduce._models import query_rivals
 from sparse_token_estimators.reproduce._plan import synthetic_r2
 from sparse_token_estimators.reproduce._progress import Progress
 

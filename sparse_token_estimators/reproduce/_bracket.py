@@ -136,8 +136,8 @@ def lockstep(searches):
     that yields :data:`WAIT` is left out of the rounds and sent None after each step of the
     others, until it asks for fits; where every search waits, the lockstep yields
     :data:`WAIT` itself. A lockstep inside another (a search yielding a :class:`Round`) is
-    polled with Answers naming none of its searches. Returns ``{name: what it returned}`` in the order of
-    ``searches``.
+    polled with Answers naming none of its searches. Returns ``{name: what it returned}``
+    in the order of ``searches``.
 
     Examples
     --------
