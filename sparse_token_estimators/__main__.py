@@ -29,6 +29,8 @@ from pathlib import Path
 # Only what parsing and checking the output folder need: torch, scikit-learn
 # and skorch are imported after those checks (the package imports them lazily).
 from . import reproduce
+from ._addresses import check_distributed as _check_distributed
+from ._addresses import speaks_tls as _speaks_tls
 from ._trainers import TRAINERS
 from .reproduce import _records
 from .reproduce._config import ALL_EXPERIMENTS, MAX_SEED, RUN_TIMES
@@ -180,16 +182,6 @@ def _check_matplotlib():
         ) from None
 
 
-def _check_distributed():
-    try:
-        import dask.distributed  # noqa: F401
-    except ImportError:
-        raise SystemExit(
-            "--scheduler needs dask.distributed: from the package's clone, "
-            "pip install -e '.[distributed]'"
-        ) from None
-
-
 @contextlib.contextmanager
 def _dask_backend(address):
     """Send joblib's work (the searches' fits) to the Dask cluster at ``address``."""
@@ -238,25 +230,6 @@ def _check_scheduler(parser, address):
         parser.error(f"argument --scheduler: {address} accepts a connection but is {what}; "
                      "check the host and the port (a scheduler listens on 8786 unless told "
                      "otherwise: `dask scheduler` prints its address)")
-
-
-def _speaks_tls(host, port, timeout):
-    """Whether the peer at ``host:port`` answers a TLS handshake within ``timeout``
-    seconds: it completes, or the peer refuses it with a TLS alert (a client
-    certificate required, ...). Silence, a close or bytes that are no TLS: False."""
-    import ssl
-
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as raw, \
-                context.wrap_socket(raw, server_hostname=host or None):
-            return True
-    except ssl.SSLError as exc:  # the peer's alert is TLS; a record that is none is not
-        return "ALERT" in (exc.reason or "").upper()
-    except OSError:  # timed out, reset, closed
-        return False
 
 
 def _build_config(parser, args):
