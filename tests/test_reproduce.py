@@ -448,12 +448,12 @@ def test_the_architectures_experiment_takes_the_first_seeds_of_the_run():
     from sparse_token_estimators.reproduce import PAPER, QUICK
     from sparse_token_estimators.reproduce._models import MODELS, model_seeds
 
-    # the quick run's slice: 1 of its 3 seeds; the paper scale: every seed
+    # the quick run's slice: 1 of its 2 seeds; the paper scale: every seed
     assert (QUICK.n_seeds, QUICK.architecture_n_seeds, QUICK.architecture_seeds()) == \
-        (3, 1, [0])
+        (2, 1, [0])
     assert PAPER.architecture_n_seeds is None and PAPER.architecture_seeds() == [0, 1, 2]
     assert replace(QUICK, seed=7).architecture_seeds() == [7]
-    QUICK = replace(QUICK, architecture_n_seeds=2)  # noqa: N806 (two of three, below)
+    QUICK = replace(QUICK, n_seeds=3, architecture_n_seeds=2)  # noqa: N806 (two of three)
     # never more than the run has: --seeds 1 at the quick scale is one seed everywhere
     assert replace(QUICK, n_seeds=1).architecture_seeds() == [0]
     # every model trained as the architectures are (the query layout's paper's model and
@@ -470,7 +470,7 @@ def test_a_results_file_from_before_architecture_n_seeds_loads_with_every_seed()
     from sparse_token_estimators.reproduce import QUICK, ReproductionConfig
     from sparse_token_estimators.reproduce._records import config_identity
 
-    old = asdict(replace(QUICK, architecture_n_seeds=None))
+    old = asdict(replace(QUICK, n_seeds=3, architecture_n_seeds=None))
     del old["architecture_n_seeds"]  # as a results.json written before the field holds it
     config = ReproductionConfig.from_dict(json.loads(json.dumps(old)))
     assert config.architecture_n_seeds is None

@@ -209,7 +209,7 @@ def width_multiple(model):
 
 
 def protocol_searches(config, lens, keys, *, n_train, start, stop, floor, again=False,
-                      early=False):
+                      early=False, side_by_side=False):
     """Generator: for each model of ``keys`` (keys of ``MODELS``), one :func:`protocol_search`
     at each T of ``lens`` in increasing order (:func:`search_chain`), the models side by
     side (:func:`lockstep`: a model goes on to its next T as soon as its own search there
@@ -221,18 +221,20 @@ def protocol_searches(config, lens, keys, *, n_train, start, stop, floor, again=
     multiple of :func:`width_multiple`). ``again``: the fourth set's first rule, a
     search in which a width fails although a narrower one passed is searched again at that
     T with twice the steps (``search_steps(search_again=True)``). ``early``: ``start``
-    reads only the width found at the T before (:func:`search_chain`). Returns ``{T: {key:
-    outcome}}``, each outcome with its ``stop``.
+    reads only the width found at the T before (:func:`search_chain`). ``side_by_side``:
+    ``start`` reads nothing of the T before (it is sent None): every T is searched at
+    once. Returns ``{T: {key: outcome}}``, each outcome with its ``stop``.
     """
     chains = {key: search_chain(config, lens, key, n_train=n_train, start=start, stop=stop,
-                                floor=floor, again=again, early=early)
+                                floor=floor, again=again, early=early,
+                                side_by_side=side_by_side)
               for key in keys}
     done = yield from lockstep(chains)
     return {T: {key: done[key][T] for key in keys} for T in lens}
 
 
 def search_chain(config, lens, key, *, n_train, start, stop, floor, again=False,
-                 ready=None, outcomes=None, early=False):
+                 ready=None, outcomes=None, early=False, side_by_side=False):
     """Generator: the searches of one model ``key`` at each T of ``lens`` in increasing
     order, each starting from ``start(key, T, the outcome at the T before)``; returns
     ``{T: outcome}`` (:func:`protocol_searches`).
@@ -245,7 +247,10 @@ def search_chain(config, lens, key, *, n_train, start, stop, floor, again=False,
     search at T then starts as soon as the one before is known to find no width
     (``protocol_search``'s ``on_no_width``: while its steps check runs), with
     ``{"width": None}`` as the outcome before. Every search asks for the same fits as
-    one after another: only when they are asked for changes."""
+    one after another: only when they are asked for changes. ``side_by_side``: ``start``
+    reads nothing of the T before (it is sent None), and every T is searched at once, its
+    rounds beside the others' (:func:`lockstep`): the same fits, asked for sooner, so
+    that a run's workers are not left waiting on one T's rounds after another's."""
     found, known = {}, {}  # known: T -> what start reads of the outcome there
     m = width_multiple(key)
 
@@ -265,8 +270,8 @@ def search_chain(config, lens, key, *, n_train, start, stop, floor, again=False,
         if outcomes is not None:
             outcomes.setdefault(T, {})[key] = found[T]
 
-    befores = [None, *lens[:-1]]
-    if early:
+    befores = [None] * len(lens) if side_by_side else [None, *lens[:-1]]
+    if early or side_by_side:
         yield from lockstep({T: at(T, before) for T, before in zip(lens, befores)})
     else:
         for T, before in zip(lens, befores):

@@ -124,9 +124,9 @@ def architecture_seeds_text(config):
     --------
     >>> from sparse_token_estimators.reproduce import PAPER, QUICK
     >>> print(architecture_seeds_text(QUICK))  # doctest: +NORMALIZE_WHITESPACE
-    The architectures experiment uses 1 seed of the run's 3 (seed 0;
+    The architectures experiment uses 1 seed of the run's 2 (seed 0;
     architecture_n_seeds=1): its fits are the run's costliest, and fewer seeds there keep
-    the run within its time budget; every other experiment uses all 3.
+    the run within its time budget; every other experiment uses both.
     >>> architecture_seeds_text(PAPER)
     ''
     """
@@ -137,7 +137,8 @@ def architecture_seeds_text(config):
             f"{config.n_seeds} (seed{'s' if len(seeds) > 1 else ''} "
             f"{', '.join(map(str, seeds))}; architecture_n_seeds={config.architecture_n_seeds}): "
             "its fits are the run's costliest, and fewer seeds there keep the run within its "
-            f"time budget; every other experiment uses all {config.n_seeds}.")
+            "time budget; every other experiment uses "
+            + ("both." if config.n_seeds == 2 else f"all {config.n_seeds}."))
 
 
 def fmt_spread(row, key, spec=".3f"):

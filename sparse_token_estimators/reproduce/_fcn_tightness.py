@@ -64,7 +64,7 @@ class FCNTightness(Experiment):
             start=lambda key, T, previous: _bound_width(config, T),
             stop=lambda key, T: MAX_FACTOR * T * d,
             floor=lambda key, T: max(1, min(_bound_width(config, T), T * d) // 2),
-            again=fourth_set(config.tightness_training))
+            again=fourth_set(config.tightness_training), side_by_side=True)
 
     def collect(self, config, records, found=None):
         d, training = config.token_dim, config.tightness_training

@@ -6,9 +6,9 @@ protocol of the second set of verdicts (:mod:`._bracket`): a width's score
 is the best mean validation R^2 over the transformer's learning-rate grid
 (``lr_grids``), the crossing bracketed to a factor sqrt(2) and confirmed at
 the next width, both bracketing widths refitted with twice the sequences
-(and steps) at every T. The search starts from ``scaling_pe_start`` at the
-smallest T and from the pe_dim* before at each later T (shrinking to
-``scaling_pe_floor`` when its start passes). Every fit trains on
+(and steps) at every T. The search at each T starts from the best case's
+pe_dim there (:func:`search_start`; ``scaling_pe_start`` where wider), every
+T at once (shrinking to ``scaling_pe_floor`` when its start passes). Every fit trains on
 ``scaling_n_train_at(T)`` fresh sequences every epoch (the steps per T of
 the configuration), at the scaling training's ``lr_schedule`` (the third
 set: each rate of the grid a peak decayed by a cosine over the fit's steps). Beside it, pe_dim_best:
@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from ..theory import transformer_pe_scale
+from ..theory import pe_dim_best, transformer_pe_scale
 from ._bracket import (
     TARGET_R2,
     Column,
@@ -82,6 +82,26 @@ def bootstrap_slope(points_by_T, seeds, *, n_boot=1000, level=0.9, random_state=
         len(slopes)
 
 
+#: draws of the best case's quick estimate a search starts from (``search_start``): a
+#: sixteenth of ``pe_dim_best``'s, a second at T = 128
+START_DRAWS = 1000
+
+
+def search_start(config, seq_len):
+    """The pe_dim a search at ``seq_len`` starts from: the best case's (pe_dim_best, on
+    ``START_DRAWS`` draws, a second at T = 128), or ``scaling_pe_start`` where that is
+    wider. Every T starts from its own, so that every T is searched at once.
+
+    Examples
+    --------
+    >>> from sparse_token_estimators.reproduce import QUICK
+    >>> [search_start(QUICK, T) for T in (8, 128)]
+    [17, 75]
+    """
+    return max(config.scaling_pe_start,
+               pe_dim_best(seq_len, config.n_selected, TARGET_R2, n_draws=START_DRAWS))
+
+
 class WidthScaling(Experiment):
     name = "width_scaling"
     title = "Transformer width scaling: pe_dim* against T (paper's model, population)"
@@ -90,11 +110,10 @@ class WidthScaling(Experiment):
         return protocol_searches(
             config, config.scaling_seq_lens(), [MODEL],
             n_train=config.scaling_n_train_at,
-            start=lambda key, T, previous: previous["width"] if previous and previous["width"]
-            else config.scaling_pe_start,
+            start=lambda key, T, previous: search_start(config, T),
             stop=lambda key, T: config.scaling_pe_stop,
             floor=lambda key, T: config.scaling_pe_floor,
-            again=fourth_set(config.scaling_training))
+            again=fourth_set(config.scaling_training), side_by_side=True)
 
     def collect(self, config, records, found=None):
         q, training = config.n_selected, config.scaling_training
