@@ -111,8 +111,9 @@ class ReproductionConfig:
         sequences per epoch, and so k times the steps (the last pair whose T
         is at most the fit's; ``scaling_n_train_at``).
     scaling_pe_start, scaling_pe_floor, scaling_pe_stop : int
-        The search's first ``pe_dim`` at the smallest T (later T start from
-        the ``pe_dim*`` before), and the smallest and largest it may fit.
+        The narrowest first ``pe_dim`` of a search (each T's starts from the
+        best case's pe_dim there, or from this where wider:
+        ``_width_scaling.search_start``), and the smallest and largest it may fit.
     tightness_lens, tightness_training, tightness_samples : tuple, Training, int
         The T of the FCN's tightness on the population (verdict 5), its
         training and fresh sequences per epoch at T = 8 (in proportion to T).
@@ -226,7 +227,7 @@ class ReproductionConfig:
     scaling_training: Training = Training(lr=0.02, max_epochs=10, batch_size=32, lr_ref_width=32,
                                           lr_schedule="cosine")
     scaling_n_train: int = 2048
-    scaling_more_steps: tuple = ((128, 2),)
+    scaling_more_steps: tuple = ((64, 2),)
     scaling_pe_start: int = 4
     scaling_pe_floor: int = 2
     scaling_pe_stop: int = 1024
@@ -396,10 +397,10 @@ class ReproductionConfig:
 
         Examples
         --------
-        >>> [QUICK.scaling_n_train_at(T) for T in (64, 128)]
-        [2048, 4096]
-        >>> [QUICK.scaling_training.steps(QUICK.scaling_n_train_at(T)) for T in (64, 128)]
-        [640, 1280]
+        >>> [QUICK.scaling_n_train_at(T) for T in (32, 64, 128)]
+        [2048, 4096, 4096]
+        >>> [QUICK.scaling_training.steps(QUICK.scaling_n_train_at(T)) for T in (32, 64, 128)]
+        [640, 1280, 1280]
         """
         factor = 1
         for start, k in sorted(self.scaling_more_steps):
