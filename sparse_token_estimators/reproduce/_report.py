@@ -212,11 +212,13 @@ def time_lines(results):
     if plan:
         lines.append(f"Estimated before the first fit (the cost model, {plan['n_workers']} "
                      f"worker{'s' if plan['n_workers'] != 1 else ''}): "
-                     f"{plan['cpu_s']:.0f} CPU s of fits to make, {plan['wall_s']:.0f} s "
+                     f"{plan['cpu_s']:.0f} CPU s of fits to make and score, "
+                     f"{plan['wall_s']:.0f} s "
                      f"wall ({plan['planned_fits']} fits planned, about "
                      f"{plan['search_fits']} for the searches, {plan['resumed_fits']} "
                      "recorded before).")
-    text = (f"Measured: {measured['cpu_s']:.0f} CPU s of fits (every fit of the run); "
+    text = (f"Measured: {measured['cpu_s']:.0f} CPU s of training (every fit of the run), "
+            f"{measured['busy_s']:.0f} s of the workers' (training, scoring, data); "
             f"{measured['wall_s']:.0f} s wall from the first fit's start to the last's end, "
             f"summed over the {measured['invocations']} invocation(s) that made them; worker "
             f"utilisation {measured['utilisation']:.2f} (busy worker-seconds over workers x "
