@@ -24,14 +24,10 @@ _spec.loader.exec_module(layer)
 #: what is left, each with the files and why: the test fails on any other, and
 #: on one of these that is gone (remove it here)
 KNOWN = {
-    # torch: nn.Module.compile has no public undo nor "is it compiled" (estimators/_state.py)
-    "_compiled_call_impl": {"_state.py"},
-    # torch: the package's own metadata rides on the state dict's metadata (_files.py;
-    # changing it changes the files' format)
-    "_metadata": {"_files.py"},
-    # skorch: the routing method threaded into NeuralNet.partial_fit (estimators/_base.py)
-    "_routing_method": {"_base.py"},
-    # scikit-learn: its callbacks' context, entered for critical_width's progress
+    # scikit-learn: the implementer's API of its callbacks: CallbackSupportMixin (public)
+    # documents it ("document the private method", automethod in its docstring) as the
+    # method an estimator's fit calls to open its root task; scikit-learn 1.9 has no
+    # public name for it (_sklearn_callbacks.py)
     "_init_callback_context": {"_sklearn_callbacks.py"},
     # the estimators' declarations, read by their checks and rules (estimators/_checks.py,
     # _state.py, _rules.py's group_of) (to go when the parameters are declared on the classes)
