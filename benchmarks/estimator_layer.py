@@ -71,6 +71,26 @@ def count_lines(path):
     return len(source.splitlines()), len(code)
 
 
+#: the most lines a file of the package, and a function (its decorators and docstring
+#: included), may have
+MAX_FILE_LINES, MAX_FUNCTION_LINES = 600, 120
+
+
+def oversized(files, max_file=MAX_FILE_LINES, max_function=MAX_FUNCTION_LINES):
+    """``{"file.py": lines}`` and ``{"file.py:function": lines}`` over the limits."""
+    long_files, long_functions = {}, {}
+    for path in files:
+        source = Path(path).read_text()
+        if len(source.splitlines()) > max_file:
+            long_files[Path(path).name] = len(source.splitlines())
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                if node.end_lineno - first + 1 > max_function:
+                    long_functions[f"{Path(path).name}:{node.name}"] = node.end_lineno - first + 1
+    return long_files, long_functions
+
+
 def _library_private_names():
     """Private attribute names of skorch's and scikit-learn's classes the layer could touch."""
     import sklearn.base

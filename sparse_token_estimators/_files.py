@@ -10,8 +10,9 @@
   write left are removed at the next save or load in that directory
   (``remove_stale_temporaries``).
 - ``state_bytes`` / ``read_state`` serialise a state_dict with its metadata
-  in either format (torch: the state_dict's own ``_metadata[""]``, where
-  torch keeps each module's version; safetensors: its header's
+  in either format (torch: beside the root module's own metadata in the
+  state_dict, where torch keeps each module's version, written and read
+  through torch's state_dict hooks; safetensors: its header's
   ``__metadata__``), and refuse the wrong format, a damaged or foreign file
   with what it is and what to do.
 """
@@ -33,7 +34,7 @@ except ImportError:  # not on Windows: no stale temporary files are removed ther
 import torch
 from skorch.history import History
 
-#: key of the metadata in a torch state_dict's ``_metadata[""]`` and in safetensors' header
+#: key of the metadata in a torch state_dict's root module metadata and in safetensors' header
 METADATA_KEY = "sparse_token_estimators"
 #: bytes per ``os.write`` call
 _CHUNK = 1 << 20
@@ -300,25 +301,55 @@ def _what_it_is(data):
     return f"neither a torch nor a safetensors file (it starts with {data[:8]!r})"
 
 
-def state_bytes(state_dict, use_safetensors, metadata=None):
-    """Serialise a state_dict (with ``metadata``, a JSON-able dict, if given)."""
+def state_bytes(component, use_safetensors, metadata=None):
+    """Serialise ``component.state_dict()`` (with ``metadata``, a JSON-able dict, if given:
+    then ``component`` is a ``torch.nn.Module``)."""
     text = None if metadata is None else json.dumps(metadata, sort_keys=True)
     if use_safetensors:
         from safetensors.torch import save
 
         try:
-            return save(state_dict, metadata=None if text is None else
+            return save(component.state_dict(), metadata=None if text is None else
                         {"format": "pt", METADATA_KEY: text})
         except ValueError as exc:
             raise ValueError(
                 "Safetensors can only store tensors, not generic Python objects (as e.g. "
                 "optimizer states). Save those without use_safetensors=True."
             ) from exc
-    if text is not None:
-        state_dict._metadata[""] = {**state_dict._metadata.get("", {}), METADATA_KEY: text}
+    if text is None:
+        state_dict = component.state_dict()
+    else:
+        # torch's state_dict post-hook is handed the module's own metadata (its
+        # version, saved in the file with the tensors): ours goes beside it
+        def add_ours(module, state_dict, prefix, local_metadata):
+            if module is component and prefix == "":
+                local_metadata[METADATA_KEY] = text
+
+        handle = component.register_state_dict_post_hook(add_ours)
+        try:
+            state_dict = component.state_dict()
+        finally:
+            handle.remove()
     buffer = io.BytesIO()
     torch.save(state_dict, buffer)
     return buffer.getvalue()
+
+
+def _torch_metadata(state):
+    """Our metadata's text in a torch state_dict (the root module's own metadata), or None.
+
+    torch hands each module's metadata to ``load_state_dict``'s pre-hooks: an empty
+    module reads the root's (and loads nothing).
+    """
+    found = {}
+
+    def read(module, state_dict, prefix, local_metadata, *args):
+        found.update(local_metadata)
+
+    reader = torch.nn.Module()
+    reader.register_load_state_dict_pre_hook(read)
+    reader.load_state_dict(state, strict=False)
+    return found.get(METADATA_KEY)
 
 
 def read_state(data, what, use_safetensors, torch_load_kwargs=None):
@@ -354,11 +385,11 @@ def read_state(data, what, use_safetensors, torch_load_kwargs=None):
                 found, hint = f"it is {found}", "Pass the file written by save_params"
             raise ValueError(f"{what} could not be read as a torch file: {found}. Nothing was "
                              f"loaded. {hint}.") from None
-        meta = getattr(state, "_metadata", None) or {}
-        text = (meta.get("") or {}).get(METADATA_KEY)
     if not isinstance(state, dict):
         raise ValueError(f"{what} holds a {type(state).__name__}, not a state_dict. Nothing "
                          "was loaded. Pass a file written by save_params.")
+    if not use_safetensors:
+        text = _torch_metadata(state)
     return state, None if text is None else json.loads(text)
 
 

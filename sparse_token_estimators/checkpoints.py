@@ -69,7 +69,7 @@ def _serialise(net, keys, use_safetensors):
             out[key] = history_bytes(net.history)
         else:
             name = "module" if key in ("f_params", "f_module") else key[2:]
-            out[key] = state_bytes(getattr(net, name + "_").state_dict(), use_safetensors)
+            out[key] = state_bytes(getattr(net, name + "_"), use_safetensors)
     return out
 
 

@@ -163,6 +163,23 @@ def make_sparse_selection(
     >>> bool((y_query == y).all())
     True
     """
+    n_samples, seq_len, token_dim, n_selected = _check_arguments(
+        n_samples, seq_len, token_dim, n_selected, return_support)
+    query = check_layout(layout) == "query"
+    rng = _as_generator(random_state)
+    # The query rows follow the tokens: the same draws fill the same token
+    # rows whatever the layout, so one seed makes one task in both.
+    n_rows = seq_len + n_selected if query else seq_len
+    X = _draw_tokens(rng, n_samples, n_rows, seq_len, token_dim)
+    support = _uniform_subsets(rng, n_samples, seq_len, n_selected)
+    y = _mark_and_average(X, support, seq_len, query)
+    if return_support:
+        return X, y, support
+    return X, y
+
+
+def _check_arguments(n_samples, seq_len, token_dim, n_selected, return_support):
+    """``make_sparse_selection``'s sizes as ints; refuse a bad argument or too little memory."""
     n_samples, seq_len, token_dim, n_selected = _check_task(
         n_samples, seq_len, token_dim, n_selected)
     if not isinstance(return_support, (bool, np.bool_)):
@@ -178,12 +195,12 @@ def make_sparse_selection(
         f"token_dim={token_dim})",
         "Lower seq_len or n_samples, or train on a SparseSelectionStream, which draws "
         "batch by batch.")
-    query = check_layout(layout) == "query"
-    rng = _as_generator(random_state)
+    return n_samples, seq_len, token_dim, n_selected
 
-    # The query rows follow the tokens: the same draws fill the same token
-    # rows whatever the layout, so one seed makes one task in both.
-    n_rows = seq_len + n_selected if query else seq_len
+
+def _draw_tokens(rng, n_samples, n_rows, seq_len, token_dim):
+    """``X`` of shape (n_samples, n_rows, token_dim + 1), float32: the first ``seq_len``
+    rows hold the Gaussian tokens and a cleared last channel; the rest is left unset."""
     X = np.empty((n_samples, n_rows, token_dim + 1), dtype=np.float32)
     # The tokens go straight into X through a small reused buffer: the same
     # stream as one big draw, without a second full-size array to copy. The
@@ -196,7 +213,13 @@ def make_sparse_selection(
         rows = X[start:start + len(out), :seq_len]
         rows[..., :token_dim] = out
         rows[..., token_dim] = 0.0
-    support = _uniform_subsets(rng, n_samples, seq_len, n_selected)
+    return X
+
+
+def _mark_and_average(X, support, seq_len, query):
+    """Write the selection into ``X`` (indicator channel or query rows); return ``y``."""
+    n_samples, n_rows, width = X.shape
+    token_dim, n_selected = width - 1, support.shape[1]
     # One row per (sample, position): the selected rows of every sample.
     positions_of = X.reshape(-1, token_dim + 1)
     index = (np.arange(n_samples) * n_rows)[:, np.newaxis] + support
@@ -210,9 +233,7 @@ def make_sparse_selection(
     for k in range(1, n_selected):
         y += positions_of.take(index[:, k], axis=0)[:, :token_dim]
     y /= np.float32(n_selected)
-    if return_support:
-        return X, y, support
-    return X, y
+    return y
 
 
 def _uniform_subsets(rng, n_samples, seq_len, n_selected):

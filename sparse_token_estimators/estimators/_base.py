@@ -300,8 +300,7 @@ class _SparseTokenRegressor(BuildingMixin, PredictionMixin, PersistenceMixin, Ca
             first = len(self.history) if continues else 0  # a fresh fit starts a new history
             try:
                 with _persistence.fitting(), self.device_scope():
-                    NeuralNet.partial_fit(self, X, y, _routing_method=routing_method,
-                                          **fit_params)
+                    self._skorch_training(X, y, routing_method, fit_params)
             except TrainingDivergedError as exc:
                 # a failed call changes nothing: the diverged losses travel on the error
                 exc.history = self.history_
@@ -324,6 +323,23 @@ class _SparseTokenRegressor(BuildingMixin, PredictionMixin, PersistenceMixin, Ca
                     "first optimisation step; the estimator is as it was before the call.")
             self.module_.eval()  # so that predict writes nothing, not even the mode
         return self
+
+    def _skorch_training(self, X, y, routing_method, fit_params):
+        """skorch's training (the module built): its ``partial_fit`` or its ``fit``'s.
+
+        skorch's ``fit`` is its ``partial_fit`` with the metadata routed as for
+        ``fit``: the steps of ``partial_fit`` around ``fit_loop``, whose routing
+        is ``fit``'s by default.
+        """
+        if routing_method == "partial_fit":
+            NeuralNet.partial_fit(self, X, y, **fit_params)
+            return
+        self.notify("on_train_begin", X=X, y=y)
+        try:
+            self.fit_loop(X, y, **fit_params)
+        except KeyboardInterrupt:
+            pass  # as skorch's partial_fit: the model is kept as trained so far
+        self.notify("on_train_end", X=X, y=y)
 
     def _steps_since(self, first):
         """Optimisation steps recorded in ``history_`` from epoch ``first`` on."""

@@ -4,7 +4,9 @@ An estimator's docstring names a shared paragraph by a line holding only
 ``{name}`` at the indentation of its parameter lines; :func:`compose` puts the
 paragraph there (as skorch's ``get_neural_net_reg_doc`` composes its
 regressor's docstring). Lines after the marker, indented one level more,
-continue the paragraph with what is the estimator's own.
+continue the paragraph with what is the estimator's own. ``infer``'s
+Parameters and Returns, which two of its overrides document, are composed
+the same way.
 """
 
 import re
@@ -26,6 +28,16 @@ n_selected : int or None, default=None
     first sample (its rows with a nonzero last channel; every sample is
     then checked against it), as ``token_dim`` is; given, ``initialize()``
     builds the module without data. Unused in the indicator layout.''',
+    "infer": '''\
+Parameters
+----------
+x : Tensor of shape (batch, seq_len, token_dim + 1)
+**fit_params : dict
+    Further keywords of the module's forward.
+
+Returns
+-------
+y_pred : Tensor of shape (batch, token_dim)''',
     "device": '''\
 device : str, default="auto"
     "auto" (a GPU when present), "cpu", "cuda" or "cuda:N".''',
@@ -39,8 +51,9 @@ lr_schedule : {"constant", "cosine"}, default="constant"
 _MARKER = re.compile(r"^( *)\{(\w+)\}$", re.MULTILINE)
 
 
-def compose(cls):
-    """Class decorator: ``cls.__doc__`` with every ``{name}`` line replaced by its paragraph."""
-    cls.__doc__ = _MARKER.sub(
-        lambda match: textwrap.indent(PARAMETERS[match[2]], match[1]), cls.__doc__)
-    return cls
+def compose(obj):
+    """Class (or method) decorator: ``obj.__doc__`` with every ``{name}`` line replaced by
+    its paragraph."""
+    obj.__doc__ = _MARKER.sub(
+        lambda match: textwrap.indent(PARAMETERS[match[2]], match[1]), obj.__doc__)
+    return obj

@@ -3,8 +3,8 @@
 - **Metadata.** A weights file (``f_params``) records the estimator class, the
   parameters that shape its module (every *structural* parameter,
   ``_rules.group_of``, with the sizes the module was built with) and the
-  format version: in a torch file under ``METADATA_KEY`` in the state_dict's
-  own metadata (``state_dict._metadata[""]``, where torch keeps each module's
+  format version: in a torch file under ``METADATA_KEY`` beside the root
+  module's own metadata in the state_dict (where torch keeps each module's
   version, so the file is still a plain state_dict), in a safetensors file in
   its ``__metadata__`` header. An estimator of another architecture declares
   nothing more: its structural parameters are its metadata.
@@ -220,7 +220,7 @@ def state_files(net, files, use_safetensors=False):
                     "before saving."
                 )
             metadata = weights_metadata(net)
-        out[key] = state_bytes(target.state_dict(), use_safetensors, metadata)
+        out[key] = state_bytes(target, use_safetensors, metadata)
     return out
 
 
@@ -397,7 +397,8 @@ def unpickle(net, state, setstate):
     if rng_state is not None:
         net.torch_rng_ = generator_on(*rng_state, resolve_device(net.device))
     if "module_" in net.__dict__ and "_built_with_" in net.__dict__:
-        _state.apply_compile(net)  # unpickling drops nn.Module.compile's compiled call
+        # unpickling drops nn.Module.compile's compiled call: compile again if asked
+        _state.apply_compile(net, compiled=None)
 
 
 def _upgrade_state(net, state):

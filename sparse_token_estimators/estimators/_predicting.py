@@ -15,7 +15,7 @@ from skorch.utils import to_tensor
 
 from .. import _layout
 from ..exceptions import NonFinitePredictionWarning
-from . import _checks
+from . import _checks, _docs
 from ._lock import training_lock
 
 #: positions per prediction block (``infer``) at the longest lengths
@@ -83,6 +83,7 @@ class PredictionMixin:
             # skorch's prediction loop, cast to the float64 regressors return
             return self.predict_proba(X).astype(np.float64)
 
+    @_docs.compose
     def infer(self, x, **fit_params):
         """The module's forward on a batch; at prediction, in blocks of a fixed size.
 
@@ -94,15 +95,7 @@ class PredictionMixin:
         kernels round differently at different shapes, and a prediction must
         depend on its own sequence only. Training batches run as they come.
 
-        Parameters
-        ----------
-        x : Tensor of shape (batch, seq_len, token_dim + 1)
-        **fit_params : dict
-            Further keywords of the module's forward.
-
-        Returns
-        -------
-        y_pred : Tensor of shape (batch, token_dim)
+        {infer}
         """
         # a prediction must not depend on the batch it is in
         with self.device_scope():  # also when skorch's forward calls it, outside ours

@@ -131,22 +131,39 @@ def apply_to_fitted(net):
     apply_compile(net)
 
 
-def apply_compile(net):
-    """Compile or un-compile the module and criterion in place, as ``compile`` says."""
+def apply_compile(net, *, compiled=_UNSET):
+    """Compile or un-compile the module and criterion in place, as ``compile`` says.
+
+    ``compiled``: the ``compile`` options the module and criterion are compiled
+    with now (None: not compiled), by default those recorded at the build or the
+    last call; writes only when they differ from the wanted ones.
+    """
     wanted = net.get_params_for("compile") if net.compile else None
-    for name in ("module_", "criterion_"):
-        module = net.__dict__.get(name)
-        if not isinstance(module, torch.nn.Module):
-            continue
-        # torch has no public way to undo nn.Module.compile or to ask whether
-        # it ran: it keeps the compiled call here (and unpickling drops it)
-        compiled = getattr(module, "_compiled_call_impl", None) is not None
-        if wanted is None and compiled:
-            module._compiled_call_impl = None
-        elif wanted is not None and (not compiled or wanted != net._built_with_["compile"]):
-            module.compile(**wanted)
+    if compiled is _UNSET:
+        compiled = net._built_with_["compile"]
+    if wanted != compiled:
+        for name in ("module_", "criterion_"):
+            module = net.__dict__.get(name)
+            if not isinstance(module, torch.nn.Module):
+                continue
+            if wanted is None:
+                uncompile(module)
+            else:
+                module.compile(**wanted)
     if net._built_with_["compile"] != wanted:
         net._built_with_["compile"] = wanted
+
+
+def uncompile(module):
+    """Undo ``nn.Module.compile`` in place: the module as pickling keeps it.
+
+    torch has no public undo; its pickling protocol (``__getstate__``) leaves
+    the compiled call out, and ``__setstate__`` puts the rest back: the same
+    parameters, buffers, submodules and hooks, the same object.
+    """
+    state = module.__getstate__()
+    module.__dict__.clear()
+    module.__setstate__(state)
 
 
 def rebuild_changed_components(net):

@@ -205,6 +205,7 @@ class SparseTokenTransformer(_SparseTokenRegressor):
                 "eval_seed": self._seeds_[2], "layout": self.layout,
                 "n_selected": self.n_selected_}
 
+    @_docs.compose
     def infer(self, x, **fit_params):
         """The module's forward on a batch, with the positional draws made here.
 
@@ -212,15 +213,7 @@ class SparseTokenTransformer(_SparseTokenRegressor):
         ``compile=True`` the compiled forward then holds no random number
         generator and no graph break (``SparseTokenAttention.draw_noise``).
 
-        Parameters
-        ----------
-        x : Tensor of shape (batch, seq_len, token_dim + 1)
-        **fit_params : dict
-            Further keywords of the module's forward.
-
-        Returns
-        -------
-        y_pred : Tensor of shape (batch, token_dim)
+        {infer}
         """
         with self.device_scope():
             x = to_tensor(x, device=self.device)

@@ -219,126 +219,164 @@ def dispatch(config, planned, experiments, records, used_by, progress, *, execut
         Called with ``(fit, seed, record)`` for every record fitted, before it is stored
         (it may add to the record).
     """
-    pools = pools or {}
-    waiting, running, in_flight = {}, {}, set()
-    watchers = {}  # (fit, seed) -> [(search, path)]
-    searches, found = {}, {}
+    run = _Dispatch(config, experiments, records, used_by, progress, n_workers=n_workers,
+                    store=store, pools=pools, on_record=on_record)
+    run.start(planned)
+    return run.loop(executor, job)
 
-    resumed = []  # read back from the store, not yet counted on progress
-    # the models whose searches others wait on go first; on more than 2 workers a fit a
-    # search waits on goes alone where the fits of a group train one after another anyway
-    # (trainer "exact"): its round returns with its last fit, not after their sum (on 2
-    # workers the throughput, not a round's wait, sets the time: benchmarks/bench_dispatch)
-    first = {m for e in experiments if hasattr(e, "gating") for m in e.gating(config)}
 
-    def single(item):
-        return config.trainer == "exact" and item in watchers and n_workers > 2
+class _Dispatch:
+    """``dispatch``'s state: the fits waiting, running and in flight, and the live searches.
 
-    def need(fit, seed):
+    ``start`` counts the planned fits and starts every search; ``loop`` answers the
+    searches whose fits are all recorded, submits the waiting fits to the free workers
+    and collects the jobs as they finish, until no search is left.
+    """
+
+    def __init__(self, config, experiments, records, used_by, progress, *, n_workers,
+                 store, pools, on_record):
+        self.config, self.experiments, self.progress = config, experiments, progress
+        self.records, self.used_by, self.store = records, used_by, store
+        self.n_workers, self.on_record = n_workers, on_record
+        self.pools = pools or {}
+        self.waiting, self.running, self.in_flight = {}, {}, set()
+        self.watchers = {}  # (fit, seed) -> [(search, path)]
+        self.searches, self.found = {}, {}
+        self.resumed = []  # read back from the store, not yet counted on progress
+        # the models whose searches others wait on go first; on more than 2 workers a fit
+        # a search waits on goes alone where the fits of a group train one after another
+        # anyway (trainer "exact"): its round returns with its last fit, not after their
+        # sum (on 2 workers the throughput, not a round's wait, sets the time:
+        # benchmarks/bench_dispatch)
+        self.first = {m for e in experiments if hasattr(e, "gating") for m in e.gating(config)}
+
+    def single(self, item):
+        return self.config.trainer == "exact" and item in self.watchers and self.n_workers > 2
+
+    def need(self, fit, seed):
         """Whether (fit, seed) must be fitted (read back from the store if it is there)."""
-        if (fit, seed) in records:
+        if (fit, seed) in self.records:
             return False
-        record = None if store is None else store.get(config, fit, seed)
+        record = None if self.store is None else self.store.get(self.config, fit, seed)
         if record is not None:
-            records[fit, seed] = record
-            resumed.append(fit)
+            self.records[fit, seed] = record
+            self.resumed.append(fit)
             return False
-        if (fit, seed) not in in_flight:
-            in_flight.add((fit, seed))
-            waiting[fit, seed] = pools.get(fit, 0)
+        if (fit, seed) not in self.in_flight:
+            self.in_flight.add((fit, seed))
+            self.waiting[fit, seed] = self.pools.get(fit, 0)
         return True
 
-    def register(search, request):
+    def register(self, search, request):
+        """Note the fits of ``search``'s ``request``; a leaf whose fits are recorded is ready."""
+        config, progress = self.config, self.progress
+        name = self.experiments[search.index].name
         if request is WAIT:  # a lockstep's searches all wait on one another
-            raise RuntimeError(f"the searches of {experiments[search.index].name} wait on "
-                               "each other: none asks for a fit")
+            raise RuntimeError(f"the searches of {name} wait on each other: none asks for "
+                               "a fit")
         for path, fits in _leaves(request).items():
             if path in search.leaves:
                 continue  # still in flight from an earlier request
-            name = experiments[search.index].name
-            new = [f for f in fits if f not in used_by]
+            new = [f for f in fits if f not in self.used_by]
             if new:
                 progress.add(sum(len(f.seeds(config)) for f in new))
                 progress.plan(sum(f.cost(config) * len(f.seeds(config)) for f in new))
             for f in fits:
-                names = used_by.setdefault(f, [])
+                names = self.used_by.setdefault(f, [])
                 if name not in names:
                     names.append(name)
-            missing = {(f, s) for f in fits for s in f.seeds(config) if need(f, s)}
+            missing = {(f, s) for f in fits for s in f.seeds(config) if self.need(f, s)}
             search.leaves[path], search.missing[path] = fits, missing
             for item in missing:
-                watchers.setdefault(item, []).append((search, path))
+                self.watchers.setdefault(item, []).append((search, path))
             if not missing:
                 search.ready.append(path)
-        count_resumed(f"search ({experiments[search.index].name})")
+        self.count_resumed(f"search ({name})")
 
-    def count_resumed(label):
-        if resumed:
-            progress.resume(len(resumed), sum(f.cost(config) for f in resumed), label)
-            resumed.clear()
+    def count_resumed(self, label):
+        if self.resumed:
+            self.progress.resume(len(self.resumed),
+                                 sum(f.cost(self.config) for f in self.resumed), label)
+            self.resumed.clear()
 
-    def answer(search):
+    def answer(self, search):
+        """Send ``search`` the records of its ready leaves; register what it asks next."""
         paths, search.ready = search.ready, []
 
         def records_of(path):
             fits = search.leaves.pop(path)
             del search.missing[path]
-            return {(f, s): records[f, s] for f in fits for s in f.seeds(config)}
+            return {(f, s): self.records[f, s] for f in fits for s in f.seeds(self.config)}
 
         reply = _answer(paths, records_of)
         try:
             request = search.generator.send(reply)
         except StopIteration as stop:
-            found[experiments[search.index].name] = stop.value
-            del searches[search.index]
+            self.found[self.experiments[search.index].name] = stop.value
+            del self.searches[search.index]
             return
-        register(search, request)
+        self.register(search, request)
 
-    for fit in sorted(set(planned)):
-        for seed in fit.seeds(config):
-            need(fit, seed)
-    count_resumed("planned fits")
-    for i, experiment in enumerate(experiments):
-        generator = experiment.search(config)
-        if generator is None:
-            continue
-        search = searches[i] = _Search(i, generator)
-        try:
-            register(search, next(generator))
-        except StopIteration as stop:
-            found[experiment.name] = stop.value
-            del searches[i]
-    try:
-        while True:
-            for search in [s for s in list(searches.values()) if s.ready]:
-                answer(search)
-            if any(s.ready for s in searches.values()):
+    def start(self, planned):
+        """Count the planned fits (those in the store read back) and start every search."""
+        for fit in sorted(set(planned)):
+            for seed in fit.seeds(self.config):
+                self.need(fit, seed)
+        self.count_resumed("planned fits")
+        for i, experiment in enumerate(self.experiments):
+            generator = experiment.search(self.config)
+            if generator is None:
                 continue
-            free = n_workers - len(running)
-            while free > 0 and waiting:
-                for members in split_jobs(config, waiting, free, single, first):
-                    for fit, seed, _ in members:
-                        del waiting[fit, seed]
-                    running[executor.submit(job, config, members)] = members
-                free = n_workers - len(running)
-            if not running:
-                if searches:  # cannot happen: every live search waits on a fit
-                    raise RuntimeError("the searches wait on no fit")
-                return {e.name: found[e.name] for e in experiments if e.name in found}
-            for future in wait_first(executor, list(running)):
-                del running[future]
-                for fit, seed, record in future.result():
-                    records[fit, seed] = record
-                    in_flight.discard((fit, seed))
-                    if on_record is not None:
-                        on_record(fit, seed, record)
-                    if store is not None:
-                        store.put(config, fit, seed, record)
-                    progress.advance(cost=fit.cost(config))
-                    for search, path in watchers.pop((fit, seed), []):
-                        search.missing[path].discard((fit, seed))
-                        if not search.missing[path] and search.index in searches:
-                            search.ready.append(path)
-    finally:
-        for future in running:
-            future.cancel()
+            search = self.searches[i] = _Search(i, generator)
+            try:
+                self.register(search, next(generator))
+            except StopIteration as stop:
+                self.found[experiment.name] = stop.value
+                del self.searches[i]
+
+    def submit(self, executor, job):
+        """Give the free workers jobs of the waiting fits."""
+        free = self.n_workers - len(self.running)
+        while free > 0 and self.waiting:
+            for members in split_jobs(self.config, self.waiting, free, self.single,
+                                      self.first):
+                for fit, seed, _ in members:
+                    del self.waiting[fit, seed]
+                self.running[executor.submit(job, self.config, members)] = members
+            free = self.n_workers - len(self.running)
+
+    def collect(self, future):
+        """Record (and store) the records of a finished job; ready the leaves they complete."""
+        del self.running[future]
+        for fit, seed, record in future.result():
+            self.records[fit, seed] = record
+            self.in_flight.discard((fit, seed))
+            if self.on_record is not None:
+                self.on_record(fit, seed, record)
+            if self.store is not None:
+                self.store.put(self.config, fit, seed, record)
+            self.progress.advance(cost=fit.cost(self.config))
+            for search, path in self.watchers.pop((fit, seed), []):
+                search.missing[path].discard((fit, seed))
+                if not search.missing[path] and search.index in self.searches:
+                    search.ready.append(path)
+
+    def loop(self, executor, job):
+        """Run until no search is left; returns ``{experiment name: its search's result}``."""
+        try:
+            while True:
+                for search in [s for s in list(self.searches.values()) if s.ready]:
+                    self.answer(search)
+                if any(s.ready for s in self.searches.values()):
+                    continue
+                self.submit(executor, job)
+                if not self.running:
+                    if self.searches:  # cannot happen: every live search waits on a fit
+                        raise RuntimeError("the searches wait on no fit")
+                    return {e.name: self.found[e.name] for e in self.experiments
+                            if e.name in self.found}
+                for future in wait_first(executor, list(self.running)):
+                    self.collect(future)
+        finally:
+            for future in self.running:
+                future.cancel()

@@ -161,15 +161,21 @@ def _query_separation(results, t, r):
         conditions.append(("pass" if holds(slopes[key]) else "fail", ""))
     evidence.append("log-log slopes over the T where found: " + ", ".join(
         f"{k} {fmt(v, '.2f')}" for k, v in slopes.items()))
+    checks = _query_checks(config, s, t)
+    return judged(evidence="; ".join(evidence), conditions=conditions, checks=checks,
+                  per_seed=_query_per_seed(config, s, by, encoders, lens))
+
+
+def _query_checks(config, s, t):
+    """The query layout's two checks: the encoder without positional encoding stays at
+    chance, and the query FCN's points are above the bound."""
     none_ok = [x["test_r2"] <= x["ceiling"] + t["query_none_margin"]
                for x in s.get("query_sanity", [])]
     above = _points_above_bound(config, select(s["points"], model="query_fcn"))
-    checks = [(f"the encoder without positional encoding never exceeds held-out R^2 q/T + "
-               f"{t['query_none_margin']} (it is symmetric in the token rows): {sum(none_ok)} "
-               f"of {len(none_ok)} fits", bool(none_ok) and all(none_ok)),
-              _bound_check("of the query layout", above)]
-    return judged(evidence="; ".join(evidence), conditions=conditions, checks=checks,
-                  per_seed=_query_per_seed(config, s, by, encoders, lens))
+    return [(f"the encoder without positional encoding never exceeds held-out R^2 q/T + "
+             f"{t['query_none_margin']} (it is symmetric in the token rows): {sum(none_ok)} "
+             f"of {len(none_ok)} fits", bool(none_ok) and all(none_ok)),
+            _bound_check("of the query layout", above)]
 
 
 def _query_per_seed(config, s, by, encoders, lens,
@@ -351,12 +357,6 @@ def _query_separation_third(results, t, r):
     more = more_steps_text(s)
     if more:
         evidence.append("reported, not judged, " + more)
-    none_ok = [x["test_r2"] <= x["ceiling"] + t["query_none_margin"]
-               for x in s.get("query_sanity", [])]
-    above = _points_above_bound(config, select(s["points"], model="query_fcn"))
-    checks = [(f"the encoder without positional encoding never exceeds held-out R^2 q/T + "
-               f"{t['query_none_margin']} (it is symmetric in the token rows): {sum(none_ok)} "
-               f"of {len(none_ok)} fits", bool(none_ok) and all(none_ok)),
-              _bound_check("of the query layout", above)]
+    checks = _query_checks(config, s, t)
     return judged(evidence="; ".join(evidence), conditions=conditions, checks=checks,
                   per_seed=_query_per_seed(config, s, by, encoders, lens, rivals))

@@ -51,6 +51,15 @@ def _unsettled_bound(section, row):
     return row.get("upper_bound")
 
 
+def _unsettled_condition(section, row, what, limit, of):
+    """The condition of an unsettled row: passes where the fourth set's bound is at most
+    ``limit`` (``of``, in words), else as :func:`_not_met` says."""
+    bound = _unsettled_bound(section, row)
+    if bound is not None and bound <= limit:
+        return ("pass", "")
+    return _not_met(row, what, bound, limit, of)
+
+
 def _not_met(row, what, bound, limit, of):
     """The condition of an unsettled row whose bound (if any) misses the threshold."""
     state, text = _unsettled(row, what)
@@ -86,10 +95,7 @@ def _scaling_condition(section, x, factor, target):
     """Verdict 4 at one T: pe_dim* against ``factor`` x pe_dim_best."""
     limit = factor * x["pe_dim_best"]
     if x["status"] in _UNSETTLED:
-        bound = _unsettled_bound(section, x)
-        if bound is not None and bound <= limit:
-            return ("pass", "")
-        return _not_met(x, "pe_dim*", bound, limit, f"{factor} x pe_dim_best")
+        return _unsettled_condition(section, x, "pe_dim*", limit, f"{factor} x pe_dim_best")
     if x["status"] == "> stop":
         return ("fail" if x["lower"] >= limit else "unresolved",
                 f"at T={x['seq_len']} no pe_dim up to {x['lower']} reaches {target}, below "
@@ -184,10 +190,7 @@ def _tightness_condition(section, x, factor):
     """Verdict 5 at one T: m* against ``factor`` T d."""
     limit = factor * x["td"]
     if x["status"] in _UNSETTLED:
-        bound = _unsettled_bound(section, x)
-        if bound is not None and bound <= limit:
-            return ("pass", "")
-        return _not_met(x, "m*", bound, limit, f"{factor} T*d")
+        return _unsettled_condition(section, x, "m*", limit, f"{factor} T*d")
     # "> stop" (no star): the widest fails with twice the steps too
     return ("pass" if x["star"] is not None and x["star"] <= limit else "fail", "")
 
