@@ -343,3 +343,54 @@ def test_an_optimizer_state_saved_under_a_torch_scheduler_loads(tmp_path):
     resumed = run()
     assert len(resumed.history_) == 4
     assert resumed.optimizer_.param_groups[0]["lr"] == pytest.approx(0.01 / 2 ** 4)
+
+
+# -- what notify calls: the net's hooks and each callback that defines its own ------
+
+
+def test_every_hook_a_callback_defines_runs_at_every_batch_and_epoch(task):
+    """notify leaves out skorch's no-op hooks only: a user's callback, its hooks set
+    on the class or on the instance, and a callback set mid-way all run."""
+    from skorch.callbacks import Callback
+
+    class Count(Callback):
+        def _count(self, name):
+            calls = self.__dict__.setdefault("calls_", {})
+            calls[name] = calls.get(name, 0) + 1
+
+        def on_batch_begin(self, net, **kwargs):
+            self._count("on_batch_begin")
+
+        def on_grad_computed(self, net, named_parameters, **kwargs):
+            self._count("on_grad_computed")
+
+        def on_epoch_end(self, net, **kwargs):
+            self._count("on_epoch_end")
+
+    X, y = task[0][:200], task[1][:200]  # 4 batches of 64, 3 epochs: 12 steps
+    count, by_instance = Count(), Count()
+    ends = []
+    by_instance.on_batch_end = lambda net, **kwargs: ends.append(kwargs["training"])
+    est = SparseTokenFCN(hidden_width=8, batch_size=64, max_epochs=3, random_state=0,
+                         callbacks=[("count", count), ("by_instance", by_instance)]).fit(X, y)
+    assert count.calls_ == {"on_batch_begin": 12, "on_grad_computed": 12, "on_epoch_end": 3}
+    assert ends == [True] * 12
+    assert len(est.history_) == 3 and all("train_loss" in row for row in est.history_)
+    # a callback replaced between two calls is the one notified
+    fresh = Count()
+    est.set_params(callbacks__count=fresh).partial_fit(X, y)
+    assert fresh.calls_["on_batch_begin"] == 12 and count.calls_["on_batch_begin"] == 12
+
+
+def test_print_log_prints_only_when_verbose(task, capsys):
+    """The silent print_log builds no table; verbose prints the header and each epoch,
+    the header with the first row it prints (here a partial_fit's, after a silent fit)."""
+    X, y = task[0][:200], task[1][:200]
+    est = SparseTokenFCN(hidden_width=8, batch_size=64, max_epochs=2, random_state=0)
+    est.fit(X, y)
+    assert capsys.readouterr().out == ""
+    est.verbose = 1  # as set_params would, without skorch's re-initialising
+    est.partial_fit(X, y)
+    lines = capsys.readouterr().out.splitlines()
+    assert "epoch" in lines[0] and "train_loss" in lines[0] and len(lines) == 4
+    assert [line.split()[0] for line in lines[2:]] == ["3", "4"]

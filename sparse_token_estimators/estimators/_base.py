@@ -30,12 +30,15 @@ at an epoch's end (``on_epoch_end``), where it is served with the weights of
 that epoch's last step; none sees a half-updated module.
 """
 
+import functools
 import inspect
+import weakref
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator
 from skorch import NeuralNet, NeuralNetRegressor
+from skorch.callbacks import Callback, PrintLog
 from skorch.utils import is_dataset
 from torch.utils.data import TensorDataset
 
@@ -147,7 +150,8 @@ class _SparseTokenRegressor(BuildingMixin, PredictionMixin, PersistenceMixin, Ca
                 ("epoch_step_check", EpochStepCheck()),
                 ("divergence_check", DivergenceCheck()),
                 ("lr_schedule", CosineSchedule()),
-                *super()._default_callbacks]
+                *[(name, _SilentPrintLog() if type(cb) is PrintLog else cb)
+                  for name, cb in super()._default_callbacks]]
 
     def device_scope(self):
         """Within the block (this thread only), ``self.device`` reads "auto" resolved.
@@ -298,6 +302,7 @@ class _SparseTokenRegressor(BuildingMixin, PredictionMixin, PersistenceMixin, Ca
             X, y, continues = self._prepare_training(X, y, warm, routing_method, fit_params,
                                                      transaction)
             first = len(self.history) if continues else 0  # a fresh fit starts a new history
+            _HOOKS[self] = (None, {})  # the callbacks' hooks, looked up once for this call
             try:
                 with _persistence.fitting(), self.device_scope():
                     self._skorch_training(X, y, routing_method, fit_params)
@@ -316,6 +321,8 @@ class _SparseTokenRegressor(BuildingMixin, PredictionMixin, PersistenceMixin, Ca
                 state = ("keeps its model as before this call" if self.initialized_
                          else "was reset to unfitted, as before this call")
                 raise NoTrainingStepError(f"{exc} The estimator {state}.") from None
+            finally:
+                _HOOKS.pop(self, None)
             if not self._steps_since(first):
                 # skorch swallows a Ctrl-C; before any step there is nothing to keep
                 raise KeyboardInterrupt(
@@ -402,16 +409,68 @@ class _SparseTokenRegressor(BuildingMixin, PredictionMixin, PersistenceMixin, Ca
         return self
 
     def notify(self, method_name, **cb_kwargs):
-        # at an epoch's end other threads' reads may go ahead (a callback's helper thread)
+        # skorch calls every callback's hook at every batch, most of them Callback's
+        # no-ops: the net's own hook runs, then the callbacks that define this one
+        getattr(self, method_name)(self, **cb_kwargs)
+        hooks = _hooks(self, method_name)
         if method_name != "on_epoch_end":
-            return super().notify(method_name, **cb_kwargs)
+            for hook in hooks:
+                hook(self, **cb_kwargs)
+            return
+        # at an epoch's end other threads' reads may go ahead (a callback's helper thread)
         with training_lock(self).paused():
-            return super().notify(method_name, **cb_kwargs)
+            for hook in hooks:
+                hook(self, **cb_kwargs)
 
 
 _UNSET = object()
 
 
+class _SilentPrintLog(PrintLog):
+    """skorch's ``PrintLog``, which builds no table when it would print none.
+
+    skorch's tabulates every epoch's row even with ``verbose=0`` and its sink
+    ``print``, where nothing is printed; here that epoch is skipped, and the
+    header comes with the first row printed.
+    """
+
+    def on_epoch_end(self, net, **kwargs):
+        # skorch's tabulates the row even when _sink prints nothing (verbose=0)
+        if self.sink is print and not net.verbose:
+            return
+        super().on_epoch_end(net, **kwargs)
+
+
+#: the callback hooks of each net while it trains (``_train``): its ``callbacks_`` list
+#: and {method name: [bound hooks]}; skorch builds a new list whenever the callbacks
+#: change (``initialize_callbacks``, ``set_params(callbacks__name=...)``)
+_HOOKS = weakref.WeakKeyDictionary()
+
+
+def _hooks(net, method_name):
+    """The bound ``method_name`` of each of ``net``'s callbacks that defines its own.
+
+    A callback whose class (or instance) leaves skorch's ``Callback`` method,
+    a no-op, is left out. Looked up once per callback list and method while
+    the net trains (the entry is dropped when its call ends: a callback that
+    holds the net must not keep it alive), every time otherwise.
+    """
+    callbacks = net.callbacks_
+    entry = _HOOKS.get(net)
+    if entry is not None and entry[0] is not callbacks:
+        entry = _HOOKS[net] = (callbacks, {})
+    hooks = None if entry is None else entry[1].get(method_name)
+    if hooks is None:
+        noop = getattr(Callback, method_name, None)
+        hooks = [getattr(cb, method_name) for _, cb in callbacks
+                 if noop is None or method_name in vars(cb)
+                 or getattr(type(cb), method_name, None) is not noop]
+        if entry is not None:
+            entry[1][method_name] = hooks
+    return hooks
+
+
+@functools.lru_cache(maxsize=None)  # read at every get_params(deep=False): once per class
 def _defaults(cls):
     """The defaults of every parameter of ``cls`` (its ``__init__`` first, then skorch's)."""
     defaults = {"iterator_train__shuffle": True}  # the base class's default
