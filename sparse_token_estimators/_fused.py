@@ -103,8 +103,9 @@ class StackedTrainer:
         goes to the group's stacked step, which also makes its Adam step."""
 
         def step(batch, **fit_params):
-            net.module_.train()  # what skorch's own step sets before its forward
-            net.criterion_.train()
+            for module in (net.module_, net.criterion_):
+                if not module.training:  # what skorch's own step sets before its forward
+                    module.train()
             Xi, yi = unpack_data(batch)
             Xi = to_tensor(Xi, device=net.device)  # as skorch's infer (within the fit)
             yi = to_tensor(yi, device=net.device)  # as skorch's get_loss
@@ -327,16 +328,15 @@ class _Stack:
         X = torch.stack([requests[k][1] for k in members])
         y = torch.stack([requests[k][2] for k in members])
 
-        def forward(p, b, x, *values, base=self.base, names=names):
-            return functional_call(base, (p, b), (x,), dict(zip(names, values)))
+        net = first[0]  # each member's loss by the first's get_loss (their criteria alike)
 
-        dims = (0, 0, 0, *[None if v is None else 0 for v in inputs])
-        y_pred = vmap(forward, in_dims=dims)(params, buffers, X, *inputs)
-        net = first[0]  # each member's loss, by the first's get_loss (their criteria alike)
+        def step(p, b, x, yt, *values, base=self.base, names=names):
+            y_pred = functional_call(base, (p, b), (x,), dict(zip(names, values)))
+            return y_pred, net.get_loss(y_pred, yt, X=x, training=True)
+
+        dims = (0, 0, 0, 0, *[None if v is None else 0 for v in inputs])
         with net.device_scope():
-            losses = vmap(lambda yp, yt, x: net.get_loss(yp, yt, X=x, training=True))(
-                y_pred, y, X)
-        return y_pred, losses
+            return vmap(step, in_dims=dims)(params, buffers, X, y, *inputs)
 
     def adam(self, members, grads):
         """One Adam step of ``members``' rows (torch's ``Adam``, single-tensor form, with
@@ -349,27 +349,28 @@ class _Stack:
             index = torch.tensor(rows)
             steps = self.steps.index_select(0, index) + 1
             self.steps.index_copy_(0, index, steps)
-            lr, b1, b2, eps, wd = (torch.tensor(v, dtype=torch.float64) for v in zip(
-                *[(g["lr"], *g["betas"], g["eps"], g["weight_decay"]) for g in groups]))
-            step_size = lr / (1 - b1 ** steps)
-            bias2_sqrt = (1 - b2 ** steps).sqrt()
+            lr, b1, b2, eps, wd = torch.tensor(
+                [[g["lr"] for g in groups], *zip(*[g["betas"] for g in groups]),
+                 [g["eps"] for g in groups], [g["weight_decay"] for g in groups]],
+                dtype=torch.float64)
+            # the step's scalars, in double as torch's Adam makes them, then one per row
+            scalars = torch.stack([lr / (1 - b1 ** steps), (1 - b2 ** steps).sqrt(), 1 - b1,
+                                   b2, 1 - b2, eps, wd]).to(dtype)
+            decay = bool((wd != 0).any())
             for name, param in self.params.items():
-                shape = (-1,) + (1,) * (param.dim() - 1)
-
-                def col(t, shape=shape):
-                    return t.to(dtype).view(shape)
-
+                step_size, bias2_sqrt, one_b1, beta2, one_b2, epsilon, weight_decay = (
+                    scalars.view(7, -1, *(1,) * (param.dim() - 1)))
                 grad = grads[name] if full else grads[name].index_select(0, index)
                 p = param if full else param.index_select(0, index)
                 m = self.exp_avg[name] if full else self.exp_avg[name].index_select(0, index)
                 v = (self.exp_avg_sq[name] if full
                      else self.exp_avg_sq[name].index_select(0, index))
-                if bool((wd != 0).any()):
-                    grad = grad + col(wd) * p
-                m.lerp_(grad, col(1 - b1))
-                v.mul_(col(b2)).add_(col(1 - b2) * grad * grad)
-                denom = (v.sqrt() / col(bias2_sqrt)).add_(col(eps))
-                p.sub_(col(step_size) * m / denom)
+                if decay:
+                    grad = grad + weight_decay * p
+                m.lerp_(grad, one_b1)
+                v.mul_(beta2).add_(one_b2 * grad * grad)
+                denom = (v.sqrt() / bias2_sqrt).add_(epsilon)
+                p.sub_(step_size * m / denom)
                 if not full:
                     param.index_copy_(0, index, p)
                     self.exp_avg[name].index_copy_(0, index, m)
