@@ -5,24 +5,34 @@ An estimator class that can train so declares it with a class attribute
 ``critical_width`` ask the estimator for it (:func:`trainer_of`), never a list
 of classes. Each fit still runs its own plain ``fit`` (its own checks,
 transaction, seeded weights, data, shuffling and positional draws, callbacks,
-``history_``, Adam with its own rate, in its own thread): only skorch's
-``train_step_single`` is replaced, on the instance and for the call. That
-step hands its batch to the group; when every fit still training has handed
-one, the group runs its modules' own ``forward`` once, vectorised over the
-stacked weights (``torch.func.functional_call`` under ``torch.func.vmap``, as
-in PyTorch's model-ensembling tutorial), each model's loss by its own
-``get_loss``, and one backward pass of their sum, which leaves each model's
-gradients on its own parameters. Each fit's own optimizer then steps, as in
-its lone fit. Models whose modules differ (class, shapes, public settings) or
-whose batches differ in shape run in separate stacked passes of one round.
+``history_``, in its own thread): only skorch's ``train_step`` is replaced, on
+the instance and for the call. That step hands its batch to the group; when
+every fit still training has handed one, the group runs its modules' own
+``forward`` and each model's loss (the estimator's ``get_loss``) once,
+vectorised over the stacked weights (``torch.func.functional_call`` under
+``torch.func.vmap``, as in PyTorch's model-ensembling tutorial), one backward
+pass of their sum, and one Adam step over the stacked weights with each
+model's own rate and settings, read from its own optimizer at every step (so
+a schedule setting its rate applies): torch's ``Adam``, written once for a
+rate per model.
+
+The stacked weights and Adam state persist from step to step (:class:`_Stack`):
+while a fit trains, its module's parameters and buffers are views of its row
+(anything reading them, a callback, a checkpoint, reads its current weights);
+when it ends they are its own tensors again and its Adam state is written into
+its own optimizer, so that training it on alone goes on as after its lone fit.
+Models whose modules differ (class, shapes, public settings) are stacked apart;
+batches that differ in shape run in separate stacked passes of one round.
 
 The results equal the lone fits' to float rounding, not bit for bit: the
 batched kernels round differently (tested to 1e-5). A fit that ends (its
 steps done, a callback's stop, a divergence) leaves the group; the others go
-on. What it pays per family: ``benchmarks/bench_group.py`` (on a 2-core CPU,
-1 thread: the paper's model 1.07-1.2x per model, each fit's own skorch loop,
-callbacks and Adam step staying per fit; the stacked pass pays most where a
-step is per-operation overhead, as on a GPU).
+on. What it pays: ``benchmarks/bench_critical_width_group.py`` (a search of the
+paper's model at the reproduction's T) and ``benchmarks/bench_group.py`` (per
+family). It is refused, and the fit trains alone (:meth:`StackedTrainer.accepts`),
+for another optimizer than torch's Adam, an Adam setting beside ``lr``,
+``betas``, ``eps`` and ``weight_decay``, and a callback on the gradients
+(``on_grad_computed``).
 """
 
 import copy
