@@ -5,24 +5,34 @@ An estimator class that can train so declares it with a class attribute
 ``critical_width`` ask the estimator for it (:func:`trainer_of`), never a list
 of classes. Each fit still runs its own plain ``fit`` (its own checks,
 transaction, seeded weights, data, shuffling and positional draws, callbacks,
-``history_``, Adam with its own rate, in its own thread): only skorch's
-``train_step_single`` is replaced, on the instance and for the call. That
-step hands its batch to the group; when every fit still training has handed
-one, the group runs its modules' own ``forward`` once, vectorised over the
-stacked weights (``torch.func.functional_call`` under ``torch.func.vmap``, as
-in PyTorch's model-ensembling tutorial), each model's loss by its own
-``get_loss``, and one backward pass of their sum, which leaves each model's
-gradients on its own parameters. Each fit's own optimizer then steps, as in
-its lone fit. Models whose modules differ (class, shapes, public settings) or
-whose batches differ in shape run in separate stacked passes of one round.
+``history_``, in its own thread): only skorch's ``train_step`` is replaced, on
+the instance and for the call. That step hands its batch to the group; when
+every fit still training has handed one, the group runs its modules' own
+``forward`` and each model's loss (the estimator's ``get_loss``) once,
+vectorised over the stacked weights (``torch.func.functional_call`` under
+``torch.func.vmap``, as in PyTorch's model-ensembling tutorial), one backward
+pass of their sum, and one Adam step over the stacked weights with each
+model's own rate and settings, read from its own optimizer at every step (so
+a schedule setting its rate applies): torch's ``Adam``, written once for a
+rate per model.
+
+The stacked weights and Adam state persist from step to step (:class:`_Stack`):
+while a fit trains, its module's parameters and buffers are views of its row
+(anything reading them, a callback, a checkpoint, reads its current weights);
+when it ends they are its own tensors again and its Adam state is written into
+its own optimizer, so that training it on alone goes on as after its lone fit.
+Models whose modules differ (class, shapes, public settings) are stacked apart;
+batches that differ in shape run in separate stacked passes of one round.
 
 The results equal the lone fits' to float rounding, not bit for bit: the
 batched kernels round differently (tested to 1e-5). A fit that ends (its
 steps done, a callback's stop, a divergence) leaves the group; the others go
-on. What it pays per family: ``benchmarks/bench_group.py`` (on a 2-core CPU,
-1 thread: the paper's model 1.07-1.2x per model, each fit's own skorch loop,
-callbacks and Adam step staying per fit; the stacked pass pays most where a
-step is per-operation overhead, as on a GPU).
+on. What it pays: ``benchmarks/bench_critical_width_group.py`` (a search of the
+paper's model at the reproduction's T) and ``benchmarks/bench_group.py`` (per
+family). It is refused, and the fit trains alone (:meth:`StackedTrainer.accepts`),
+for another optimizer than torch's Adam, an Adam setting beside ``lr``,
+``betas``, ``eps`` and ``weight_decay``, and a callback on the gradients
+(``on_grad_computed``).
 """
 
 import copy
@@ -66,26 +76,49 @@ class StackedTrainer:
     True
     """
 
+    #: the optimizer settings the stacked Adam takes (per model); any other is refused
+    ADAM_SETTINGS = ("lr", "betas", "eps", "weight_decay")
+
     def __init__(self, forward_kwargs=None):
         self.forward_kwargs = forward_kwargs
 
     def accepts(self, net):
         """Whether ``net`` (not yet fitted) trains fused: its class's own module, not
-        compiled (a user's module may not run under ``vmap``)."""
+        compiled (a user's module may not run under ``vmap``), torch's Adam with no
+        setting beside ``ADAM_SETTINGS`` (the stacked Adam's), and no callback that
+        reads or changes the gradients (``on_grad_computed``: the stacked step keeps
+        them on the group's stacked weights)."""
         import inspect
 
-        default = inspect.signature(type(net)).parameters.get("module")
-        return (default is not None and net.module is default.default
-                and not getattr(net, "compile", False))
+        from skorch.callbacks import Callback
 
-    def train_step_single(self, group, k, net):
-        """The ``train_step_single`` of member ``k`` of ``group`` (skorch's signature)."""
+        default = inspect.signature(type(net)).parameters.get("module")
+        if (default is None or net.module is not default.default
+                or getattr(net, "compile", False) or net.optimizer is not torch.optim.Adam):
+            return False
+        settings = [key[len("optimizer__"):] for key in net.get_params(deep=False)
+                    if key.startswith("optimizer__")]
+        if any(key not in self.ADAM_SETTINGS for key in settings):
+            return False
+        callbacks = [*net.get_default_callbacks(), *(net.callbacks or [])]
+        for callback in callbacks:
+            callback = callback[1] if isinstance(callback, tuple) else callback
+            kind = callback if isinstance(callback, type) else type(callback)
+            if getattr(kind, "on_grad_computed", None) is not Callback.on_grad_computed:
+                return False
+        return True
+
+    def train_step(self, group, k, net):
+        """The ``train_step`` of member ``k`` of ``group`` (skorch's signature): its batch
+        goes to the group's stacked step, which also makes its Adam step."""
 
         def step(batch, **fit_params):
-            net.module_.train()  # what skorch's own step sets before its forward
-            net.criterion_.train()
+            for module in (net.module_, net.criterion_):
+                if not module.training:  # what skorch's own step sets before its forward
+                    module.train()
             Xi, yi = unpack_data(batch)
             Xi = to_tensor(Xi, device=net.device)  # as skorch's infer (within the fit)
+            yi = to_tensor(yi, device=net.device)  # as skorch's get_loss
             kwargs = dict(self.forward_kwargs(net, Xi)) if self.forward_kwargs else {}
             return group.submit(k, (net, Xi, yi, {**kwargs, **fit_params}))
 
@@ -114,8 +147,7 @@ class StackedRound:
         self.stop = None  # an exception every member raises at its next turn
         self.seconds = dict.fromkeys(range(n), 0.0)
         self.clock = time.process_time()
-        self.bases = {}  # a key of _key -> its module's skeleton (on the "meta" device)
-        self.module_keys = {}  # member -> _module_key of its module
+        self.stacks = _Stacks()  # the members' stacked weights and Adam state
 
     def begin(self, k):
         """Wait for member ``k``'s first turn (in its thread, before its fit)."""
@@ -143,6 +175,7 @@ class StackedRound:
         """Member ``k``'s fit has ended: the rounds go on without it."""
         with self.cond:
             self._tick()
+            self.stacks.release(k)  # its weights and Adam state its own again
             self.active.discard(k)
             self.waiting.pop(k, None)
             self.results.pop(k, None)
@@ -195,7 +228,7 @@ class StackedRound:
                 self.waiting.clear()
             if self.stop is None:
                 try:
-                    results = _stacked_steps(requests, self.bases, self.module_keys)
+                    results = self.stacks.step(requests)
                 except Exception as exc:  # noqa: BLE001 -- each fit raises it, as its step would
                     results = dict.fromkeys(requests, exc)
             else:
@@ -222,46 +255,175 @@ def _module_key(module):
     return type(module), _config(module), tuple(tensors)
 
 
-def _key(module_key, X, kwargs):
+def _key(X, kwargs):
     inputs = [(name, None if value is None else tuple(value.shape))
               for name, value in sorted(kwargs.items())]
-    return module_key, tuple(X.shape), str(X.device), tuple(inputs)
+    return tuple(X.shape), str(X.device), tuple(inputs)
 
 
-def _stacked_steps(requests, bases, module_keys):
-    """``{k: (net, X, y, forward kwargs)}`` -> ``{k: {"loss", "y_pred"}}``: one stacked
-    forward per part (same module and batch shape), one backward for all."""
-    parts = {}
-    for k, (net, X, _, kwargs) in requests.items():
-        if k not in module_keys:  # a fit's module is built once, in its fit
-            module_keys[k] = _module_key(net.module_)
-        parts.setdefault(_key(module_keys[k], X, kwargs), []).append(k)
-    results, losses = {}, []
-    with torch.enable_grad():
-        for key, members in parts.items():
-            modules = [requests[k][0].module_ for k in members]
-            base = bases.get(key)
-            if base is None:
-                base = bases[key] = copy.deepcopy(modules[0]).to("meta")
-            params = {name: torch.stack([dict(m.named_parameters())[name] for m in modules])
-                      for name, _ in modules[0].named_parameters()}
-            buffers = {name: torch.stack([dict(m.named_buffers())[name] for m in modules])
-                       for name, _ in modules[0].named_buffers()}
-            X = torch.stack([requests[k][1] for k in members])
-            names = sorted(requests[members[0]][3])
-            inputs = [None if requests[members[0]][3][n] is None
-                      else torch.stack([requests[k][3][n] for k in members]) for n in names]
+class _Stack:
+    """The weights and Adam state of the members whose modules are alike, stacked.
 
-            def forward(p, b, x, *values, base=base, names=names):
-                return functional_call(base, (p, b), (x,), dict(zip(names, values)))
+    Each member's module keeps its parameters and buffers as views of its row of
+    the stacked tensors while it trains (so that whatever reads them, a callback,
+    a checkpoint, the divergence check, reads its current weights), and its own
+    copies again when it leaves (:meth:`release`), with its Adam state written
+    into its own optimizer.
+    """
 
-            dims = (0, 0, 0, *[None if v is None else 0 for v in inputs])
-            y_pred = vmap(forward, in_dims=dims)(params, buffers, X, *inputs)
-            for a, k in enumerate(members):
-                net, Xk, yk, _ = requests[k]
-                with net.device_scope():
-                    loss = net.get_loss(y_pred[a], yk, X=Xk, training=True)
-                losses.append(loss)
-                results[k] = {"loss": loss, "y_pred": y_pred[a]}
-        torch.autograd.backward(losses)
-    return results
+    def __init__(self, requests, members):
+        self.members = list(members)
+        self.row = {k: i for i, k in enumerate(self.members)}
+        self.nets = {k: requests[k][0] for k in self.members}
+        self.modules = {k: net.module_ for k, net in self.nets.items()}
+        self.optimizers = {k: net.optimizer_ for k, net in self.nets.items()}
+        first = self.modules[self.members[0]]
+        self.base = copy.deepcopy(first).to("meta")  # its skeleton, for functional_call
+        with torch.no_grad():
+            self.params = {name: torch.stack([dict(m.named_parameters())[name].detach()
+                                              for m in self.modules.values()]).requires_grad_()
+                           for name, _ in first.named_parameters()}
+            self.buffers = {name: torch.stack([dict(m.named_buffers())[name]
+                                               for m in self.modules.values()])
+                            for name, _ in first.named_buffers()}
+            self.exp_avg, self.exp_avg_sq, steps = {}, {}, []
+            for k in self.members:
+                params = dict(self.modules[k].named_parameters())
+                state = [self.optimizers[k].state.get(params[name], {}) for name in self.params]
+                steps.append(float(state[0].get("step", 0)) if state else 0.0)
+                for name, st in zip(self.params, state):
+                    for store, key in ((self.exp_avg, "exp_avg"), (self.exp_avg_sq, "exp_avg_sq")):
+                        store.setdefault(name, []).append(
+                            st[key] if key in st else torch.zeros_like(params[name]))
+            self.exp_avg = {n: torch.stack(v) for n, v in self.exp_avg.items()}
+            self.exp_avg_sq = {n: torch.stack(v) for n, v in self.exp_avg_sq.items()}
+            self.steps = torch.tensor(steps, dtype=torch.float64)
+        for k, module in self.modules.items():  # each module's tensors: views of its row
+            i = self.row[k]
+            for name, p in module.named_parameters():
+                p.data = self.params[name].data[i]
+            for name, b in module.named_buffers():
+                b.data = self.buffers[name][i]
+
+    def release(self, k):
+        """Member ``k`` leaves: its module's tensors and its Adam state its own again."""
+        i = self.row.pop(k, None)
+        if i is None:
+            return
+        module, optimizer = self.modules.pop(k), self.optimizers.pop(k)
+        self.nets.pop(k)
+        with torch.no_grad():
+            for name, p in module.named_parameters():
+                p.data = p.data.clone()
+                if self.steps[i] > 0:  # Adam's state of the parameter, as its own step keeps it
+                    optimizer.state[p] = {"step": torch.tensor(float(self.steps[i])),
+                                          "exp_avg": self.exp_avg[name][i].clone(),
+                                          "exp_avg_sq": self.exp_avg_sq[name][i].clone()}
+            for b in module.buffers():
+                b.data = b.data.clone()
+
+    def forward(self, members, requests):
+        """The stacked forward and losses of ``members`` (one batch shape) of this stack."""
+        rows = [self.row[k] for k in members]
+        if rows == list(range(len(self.members))):
+            params, buffers = self.params, self.buffers
+        else:
+            index = torch.tensor(rows)
+            params = {n: p.index_select(0, index) for n, p in self.params.items()}
+            buffers = {n: b.index_select(0, index) for n, b in self.buffers.items()}
+        first = requests[members[0]]
+        names = sorted(first[3])
+        inputs = [None if first[3][n] is None
+                  else torch.stack([requests[k][3][n] for k in members]) for n in names]
+        X = torch.stack([requests[k][1] for k in members])
+        y = torch.stack([requests[k][2] for k in members])
+
+        net = first[0]  # each member's loss by the first's get_loss (their criteria alike)
+
+        def step(p, b, x, yt, *values, base=self.base, names=names):
+            y_pred = functional_call(base, (p, b), (x,), dict(zip(names, values)))
+            return y_pred, net.get_loss(y_pred, yt, X=x, training=True)
+
+        dims = (0, 0, 0, 0, *[None if v is None else 0 for v in inputs])
+        with net.device_scope():
+            return vmap(step, in_dims=dims)(params, buffers, X, y, *inputs)
+
+    def adam(self, members, grads):
+        """One Adam step of ``members``' rows (torch's ``Adam``, single-tensor form, with
+        each member's own rate and settings as its optimizer's first group holds them)."""
+        rows = [self.row[k] for k in members]
+        full = rows == list(range(len(self.members)))
+        groups = [self.optimizers[k].param_groups[0] for k in members]
+        dtype = next(iter(self.params.values())).dtype
+        with torch.no_grad():
+            index = torch.tensor(rows)
+            steps = self.steps.index_select(0, index) + 1
+            self.steps.index_copy_(0, index, steps)
+            lr, b1, b2, eps, wd = torch.tensor(
+                [[g["lr"] for g in groups], *zip(*[g["betas"] for g in groups]),
+                 [g["eps"] for g in groups], [g["weight_decay"] for g in groups]],
+                dtype=torch.float64)
+            # the step's scalars, in double as torch's Adam makes them, then one per row
+            scalars = torch.stack([lr / (1 - b1 ** steps), (1 - b2 ** steps).sqrt(), 1 - b1,
+                                   b2, 1 - b2, eps, wd]).to(dtype)
+            decay = bool((wd != 0).any())
+            for name, param in self.params.items():
+                step_size, bias2_sqrt, one_b1, beta2, one_b2, epsilon, weight_decay = (
+                    scalars.view(7, -1, *(1,) * (param.dim() - 1)))
+                grad = grads[name] if full else grads[name].index_select(0, index)
+                p = param if full else param.index_select(0, index)
+                m = self.exp_avg[name] if full else self.exp_avg[name].index_select(0, index)
+                v = (self.exp_avg_sq[name] if full
+                     else self.exp_avg_sq[name].index_select(0, index))
+                if decay:
+                    grad = grad + weight_decay * p
+                m.lerp_(grad, one_b1)
+                v.mul_(beta2).add_(one_b2 * grad * grad)
+                denom = (v.sqrt() / bias2_sqrt).add_(epsilon)
+                p.sub_(step_size * m / denom)
+                if not full:
+                    param.index_copy_(0, index, p)
+                    self.exp_avg[name].index_copy_(0, index, m)
+                    self.exp_avg_sq[name].index_copy_(0, index, v)
+
+
+class _Stacks:
+    """Every stack of a group: the members' weights and Adam state, persistent over steps."""
+
+    def __init__(self):
+        self.of = {}  # member -> its _Stack
+
+    def release(self, k):
+        stack = self.of.pop(k, None)
+        if stack is not None:
+            stack.release(k)
+
+    def step(self, requests):
+        """``{k: (net, X, y, forward kwargs)}`` -> ``{k: {"loss", "y_pred"}}``: one stacked
+        forward per part (a stack and a batch shape), one backward for all, then one
+        Adam step per stack."""
+        new = {}
+        for k, (net, *_) in requests.items():
+            if k not in self.of:  # a fit's module is built in its fit, before its first step
+                key = (_module_key(net.module_), _module_key(net.criterion_))
+                new.setdefault(key, []).append(k)
+        for members in new.values():
+            stack = _Stack(requests, members)
+            self.of.update(dict.fromkeys(members, stack))
+        parts = {}
+        for k, (_, X, _, kwargs) in requests.items():
+            parts.setdefault((id(self.of[k]), _key(X, kwargs)), []).append(k)
+        results, total, stacks = {}, 0, {}
+        with torch.enable_grad():
+            for members in parts.values():
+                stack = self.of[members[0]]
+                stacks.setdefault(id(stack), (stack, []))[1].extend(members)
+                y_pred, losses = stack.forward(members, requests)
+                total = total + losses.sum()
+                for a, k in enumerate(members):
+                    results[k] = {"loss": losses[a].detach(), "y_pred": y_pred[a].detach()}
+            leaves = [p for stack, _ in stacks.values() for p in stack.params.values()]
+            grads = iter(torch.autograd.grad(total, leaves))
+        for stack, members in stacks.values():
+            stack.adam(members, {name: next(grads) for name in stack.params})
+        return results

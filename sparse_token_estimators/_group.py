@@ -186,7 +186,7 @@ def _fit_fused(nets, data, stop_all):
 
     def member(k):
         net = nets[k]
-        net.train_step_single = type(net).fused_trainer.train_step_single(group, k, net)
+        net.train_step = type(net).fused_trainer.train_step(group, k, net)
         try:
             group.begin(k)
             outcomes[k] = _fit(net, *data[k], stop_all)
@@ -195,7 +195,7 @@ def _fit_fused(nets, data, stop_all):
             if isinstance(exc, _Abort):
                 group.halt(exc)
         finally:
-            net.__dict__.pop("train_step_single", None)
+            net.__dict__.pop("train_step", None)
             with _MEMBERS_LOCK:
                 _MEMBERS.pop(id(net), None)
             group.leave(k)

@@ -453,3 +453,78 @@ def test_any_class_that_declares_a_fused_trainer_trains_fused():
         for a, b in zip(net.module_.parameters(), lone.module_.parameters()):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(net.predict(X), lone.predict(X), rtol=1e-5, atol=1e-6)
+
+
+# -- the stacked step: persistent stacked weights, one Adam with each model's settings ----
+
+class _Weights(Callback):
+    """Record the module's weights at every epoch's end (a callback reading them mid-fit)."""
+
+    def on_train_begin(self, net, **kwargs):
+        self.seen_ = []
+
+    def on_epoch_end(self, net, **kwargs):
+        self.seen_.append(net.module_.W.detach().clone())
+
+
+def _transformer(lr, seed, **params):
+    return SparseTokenTransformer(pe_dim=8, n_pe_draws=1, lr=lr, max_epochs=3, batch_size=16,
+                                  random_state=seed, device="cpu", **params)
+
+
+def test_fused_adam_takes_each_models_own_settings_and_callbacks_see_its_weights():
+    X, y = make_sparse_selection(64, T, D, Q, random_state=0)
+    settings = [dict(optimizer__weight_decay=0.01), dict(optimizer__betas=(0.8, 0.99)),
+                dict(optimizer__eps=1e-4, lr_schedule="cosine"), {}]
+
+    def make(i):
+        return _transformer(0.01 * (i + 1), i, callbacks=[("weights", _Weights())],
+                            **settings[i])
+
+    nets = [make(i) for i in range(len(settings))]
+    assert {trainer_of(net, "fused") for net in nets} == {"fused"}
+    assert fit_group(nets, [(X, y)] * len(nets), trainer="fused") == [None] * len(nets)
+    for i, net in enumerate(nets):
+        lone = make(i).fit(X, y)
+        assert_close_fit(net, lone, X)
+        seen, expected = (dict(n.callbacks_)["weights"].seen_ for n in (net, lone))
+        assert len(seen) == len(expected) == 3
+        for a, b in zip(seen, expected):  # the weights of each epoch, not the group's
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_fused_fits_end_with_weights_and_adam_state_of_their_own():
+    X, y = make_sparse_selection(48, T, D, Q, random_state=0)
+    nets = [_transformer(lr, seed) for lr, seed in GRID]
+    assert fit_group(nets, [(X, y)] * len(nets), trainer="fused") == [None] * len(nets)
+    for net in nets:
+        for tensor in [*net.module_.parameters(), *net.module_.buffers(),
+                       *net.optimizer_.state[net.module_.W].values()]:
+            # no view of the group's stacked tensors: its storage holds itself alone
+            assert tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size()
+    # training on alone goes on as the lone fit's would (its Adam state is its own)
+    X2, y2 = make_sparse_selection(32, T, D, Q, random_state=1)
+    for net, (lr, seed) in zip(nets, GRID):
+        lone = _transformer(lr, seed).fit(X, y)
+        assert_close_fit(net.partial_fit(X2, y2), lone.partial_fit(X2, y2), X)
+
+
+class _ClipGradients(Callback):
+    """Reads the gradients: on_grad_computed."""
+
+    def on_grad_computed(self, net, named_parameters, **kwargs):
+        torch.nn.utils.clip_grad_norm_([p for _, p in named_parameters], 1.0)
+
+
+@pytest.mark.parametrize("params", [
+    dict(optimizer=torch.optim.SGD), dict(optimizer__amsgrad=True),
+    dict(callbacks=[_ClipGradients()])], ids=["sgd", "amsgrad", "on_grad_computed"])
+def test_what_the_stacked_step_cannot_make_trains_exactly(params):
+    """Another optimizer, an Adam setting the stacked Adam has not, a callback on the
+    gradients: the fit trains alone, bit for bit, and is said to."""
+    X, y = make_sparse_selection(48, T, D, Q, random_state=0)
+    nets = [_transformer(lr, seed, **params) for lr, seed in GRID[:2]]
+    assert [trainer_of(net, "fused") for net in nets] == ["exact", "exact"]
+    assert fit_group(nets, [(X, y)] * 2, trainer="fused") == [None, None]
+    for net, (lr, seed) in zip(nets, GRID[:2]):
+        assert_same_fit(net, _transformer(lr, seed, **params).fit(X, y), X)
