@@ -26,10 +26,13 @@ argument::
     python examples/compare_critical_widths.py        # 1024 sequences (time below)
     python examples/compare_critical_widths.py 300    # fewer
 
-Measured here with 1024 sequences (121 fits, the fits two at a time,
-``n_jobs=2``): 407 s of wall time on 2 CPU cores shared with other jobs (load
-average 4 to 7), 238 s of CPU time (2026-12-05); the same run at load
-average 9 to 13 took 788 s. Its time on 2 quiet cores was not measured.
+Measured here (2026-12-05, 2 CPU cores shared with a reproduction run, every
+command niced, load average 6 to 12): with 1024 sequences and widths up to
+16 (``stop=16``), more than 205 s of CPU time (the process and its two
+workers, user + system) before the documentation build that ran it was
+stopped; with widths up to 32 (121 fits), 238 s of CPU time and 407 s of
+wall time at load average 4 to 7. The fits run two at a time
+(``n_jobs=2``): on 2 idle cores the wall time is at best half the CPU time.
 """
 
 # %%
@@ -66,7 +69,7 @@ estimators = {
 table = compare_critical_widths(
     estimators, seq_lens=(4, 8), token_dim=2, n_selected=2, layout="query",
     n_train=n_train, n_val=512, lr_grid=(0.003, 0.01, 0.03), target=0.8,
-    start=4, stop=32, floor=2, seeds=(0,), random_state=0, n_jobs=2)
+    start=4, stop=16, floor=2, seeds=(0,), random_state=0, n_jobs=2)
 
 # %%
 # The table

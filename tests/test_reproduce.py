@@ -166,6 +166,19 @@ def test_outputs_hold_every_plotted_number(results, tmp_path):
     assert "![alignment](alignment.png)" in summary
 
 
+def test_summary_is_written_again_from_results_json_read_back(results, tmp_path):
+    # results.json is strict JSON: a NaN slope is written as null. The summary from the
+    # file read back is the one written beside it, the missing slopes in words
+    reproduce.write_outputs(results, tmp_path, plots=False)
+    saved = json.loads((tmp_path / "results.json").read_text())
+    growth = saved["sample_complexity"]["growth"]
+    assert any(g["slope"] is None for g in growth)  # SMOKE interpolates n* at no T
+    summary = reproduce.summary_markdown(saved, figures=False)
+    assert summary == (tmp_path / "summary.md").read_text()
+    assert "(no slope: n* was interpolated at fewer than two T)" in summary
+    assert not re.search(r"\bnan\b", summary, re.IGNORECASE)
+
+
 def test_population_and_fixed_sample_fits_side_by_side(results):
     section = results["population"]
     grid = population_grid(SMOKE)

@@ -205,7 +205,8 @@ class SampleComplexity(Experiment):
             values = ", ".join(f"{shown(r['n_star'], r['how'], r['grid'])} at T={r['seq_len']}"
                                for r in rows)
             g = find(section["growth"], model=model)
-            if math.isfinite(g["slope"]):
+            # NaN in memory, None in a results.json read back (strict JSON): no slope
+            if g["slope"] is not None and math.isfinite(g["slope"]):
                 trend = (f"log-log slope {g['slope']:.2f} over T = "
                          f"{', '.join(map(str, g['over_seq_lens']))}")
             elif all(r["how"] == "at or below the grid" for r in rows):
