@@ -301,6 +301,17 @@ def _what_it_is(data):
     return f"neither a torch nor a safetensors file (it starts with {data[:8]!r})"
 
 
+def _own_storage(state_dict):
+    """``state_dict`` with each tensor that views a larger storage (a fit training side by
+    side: its weights are a row of the group's stacked ones) replaced by its copy, in
+    place (the dict keeps torch's metadata): torch.save would write the whole storage."""
+    for key, value in state_dict.items():
+        if isinstance(value, torch.Tensor) and \
+                value.untyped_storage().nbytes() > value.numel() * value.element_size():
+            state_dict[key] = value.clone()
+    return state_dict
+
+
 def state_bytes(component, use_safetensors, metadata=None):
     """Serialise ``component.state_dict()`` (with ``metadata``, a JSON-able dict, if given:
     then ``component`` is a ``torch.nn.Module``)."""
@@ -309,7 +320,7 @@ def state_bytes(component, use_safetensors, metadata=None):
         from safetensors.torch import save
 
         try:
-            return save(component.state_dict(), metadata=None if text is None else
+            return save(_own_storage(component.state_dict()), metadata=None if text is None else
                         {"format": "pt", METADATA_KEY: text})
         except ValueError as exc:
             raise ValueError(
@@ -331,7 +342,7 @@ def state_bytes(component, use_safetensors, metadata=None):
         finally:
             handle.remove()
     buffer = io.BytesIO()
-    torch.save(state_dict, buffer)
+    torch.save(_own_storage(state_dict), buffer)
     return buffer.getvalue()
 
 

@@ -2,6 +2,8 @@
 that change no file (a directory, a missing directory, a full and a read-only disk).
 """
 
+import io
+
 import numpy as np
 import pytest
 import torch
@@ -182,3 +184,25 @@ def test_a_record_save_passes_a_fifo_named_like_a_temporary_file(tmp_path, bound
     _records.write_atomic(tmp_path / "results.json", "{}")
     assert (tmp_path / "results.json").read_text() == "{}"
     assert (tmp_path / ".results.json.0123abcd.tmp").is_fifo()
+
+
+@pytest.mark.parametrize("use_safetensors", [False, True])
+def test_weights_that_view_a_larger_tensor_are_saved_alone(use_safetensors):
+    # a fit trained side by side (trainer="fused") holds its weights as a row of the
+    # group's stacked ones: a save in the middle of it writes that row, not the stack
+    from sparse_token_estimators._files import state_bytes
+
+    alone = torch.nn.Linear(16, 16)
+    stacked = torch.randn(9, 16, 16)
+    row = torch.nn.Linear(16, 16)
+    with torch.no_grad():
+        row.weight = torch.nn.Parameter(stacked[4])  # a view of the stack's storage
+        alone.weight.copy_(stacked[4])
+        alone.bias.copy_(row.bias)
+    data = state_bytes(row, use_safetensors)
+    assert len(data) == len(state_bytes(alone, use_safetensors))
+    if not use_safetensors:
+        loaded = torch.load(io.BytesIO(data), weights_only=True)
+        assert torch.equal(loaded["weight"], stacked[4])
+        assert loaded["weight"].untyped_storage().nbytes() == 16 * 16 * 4
+    assert row.weight.data_ptr() == stacked[4].data_ptr()  # the module's own are untouched
