@@ -105,7 +105,8 @@ def build_parser():
     scale.add_argument("--quick", action="store_const", dest="scale", const="quick",
                        help="the same as --scale quick")
     scale.add_argument("--scale", choices=[name for name, _ in RUNS],
-                       help="which run (default: first); times on 2 CPU cores, 3 seeds: "
+                       help="which run (default: first); times on 2 CPU cores (quick over 2 seeds, "
+                            "the others 3): "
                             + "; ".join(f"'{name}': {what}, {RUN_TIMES[name]}"
                                         for name, what in RUNS)
                             + ". --plan prints a run's fits and time on this machine")
@@ -531,8 +532,8 @@ def _print_plan(args, config):
 
 def _next_runs(scale):
     """The closing lines: every other run's command and its time on 2 cores."""
-    lines = ["the other runs (times on 2 CPU cores, 3 seeds; --plan prints a run's time "
-             "on this machine):"]
+    lines = ["the other runs (times on 2 CPU cores, quick over 2 seeds and the others 3; "
+             "--plan prints a run's time on this machine):"]
     for name, what in RUNS:
         if name != scale:
             lines.append(f"  python -m sparse_token_estimators --scale {name} --out "

@@ -509,11 +509,13 @@ SCALES = {"first": FIRST, "quick": QUICK,
           "paper": replace(PAPER, experiments=CLAIM_EXPERIMENTS),
           "architectures-paper": replace(PAPER, experiments=("architectures",),
                                          rival_more_steps=4)}
-#: each run's wall time on 2 CPU cores, 3 seeds: the one place the command line, the
-#: docs' table (docs/runs.rst) and README.md take them from; "estimate": the plan's
-#: (``python -m sparse_token_estimators --scale S --plan``), until measured
-RUN_TIMES = {"first": "about 1 min (estimate)", "quick": "about 10 min (estimate)",
-             "paper": "about 35 min (estimate)",
+#: each run's wall time on 2 CPU cores: the one place the command line, the docs' table
+#: (docs/runs_table.txt) and README.md take them from. "measured": from a fresh clone,
+#: ``/usr/bin/time``, 2026-12-05, on this project's 2-core CI-like machine (first on idle
+#: cores; quick and paper beside other work at nice 19); "estimate": the plan's
+#: (``python -m sparse_token_estimators --scale S --plan``, the cost model)
+RUN_TIMES = {"first": "1 min 30 s (measured)", "quick": "9 min (measured; 2 seeds)",
+             "paper": "44 min (measured)",
              "architectures-paper": "about 3.7 h (estimate; 31 min on 16 workers)"}
 _TINY = Training(lr=0.01, max_epochs=2, batch_size=16)
 #: the critical-width searches' recipe (third set): the rate decayed by a cosine
