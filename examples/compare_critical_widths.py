@@ -26,13 +26,10 @@ argument::
     python examples/compare_critical_widths.py        # 1024 sequences (time below)
     python examples/compare_critical_widths.py 300    # fewer
 
-Measured here (2026-12-05, 2 CPU cores shared with a reproduction run, every
-command niced, load average 6 to 12): with 1024 sequences and widths up to
-16 (``stop=16``), more than 205 s of CPU time (the process and its two
-workers, user + system) before the documentation build that ran it was
-stopped; with widths up to 32 (121 fits), 238 s of CPU time and 407 s of
-wall time at load average 4 to 7. The fits run two at a time
-(``n_jobs=2``): on 2 idle cores the wall time is at best half the CPU time.
+Measured here (2026-12-05, 2 idle CPU cores, ``/usr/bin/time python
+examples/compare_critical_widths.py``): 106 fits, 2 min 4 s of wall time,
+165 s of CPU time (the process and its two workers; the fits run two at a
+time, ``n_jobs=2``).
 """
 
 # %%
