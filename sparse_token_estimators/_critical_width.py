@@ -201,7 +201,7 @@ FIT_PARAMETERS = """\
         width are those of lone fits). "fused": a group of an estimator that
         declares a ``fused_trainer`` (``SparseTokenTransformer``) trains as
         one stacked model, one forward and backward pass per round for all
-        of its fits; 1.2x on a 2-core CPU
+        of its fits; 1.70x on 2 idle CPU cores at T = 32, exact 1.02x
         (``benchmarks/bench_critical_width_group.py``), but its fits equal
         their lone fits to float rounding only (a score
         may differ in its last digits, and a crossing decided by that
