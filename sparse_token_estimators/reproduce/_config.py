@@ -496,8 +496,9 @@ PAPER = ReproductionConfig(
     sample_budget=32768,
 )
 #: the paper's three claims (verdicts 1-3) alone, over 3 seeds: the quick run's fits
-#: (its 2 seeds, and a third) of the paper's model and the fixed encoding, a pe_dim grid of 5 values over 16x,
-#: the FCN at the widths below T d and one power of two, a 2-draw ensemble beside them
+#: (its 2 seeds, and a third) of the paper's model and the fixed encoding, a pe_dim
+#: grid of 5 values over 16x, the FCN at the widths below T d and one power of two, a
+#: 2-draw ensemble beside them
 FIRST = ReproductionConfig(
     experiments=("width_separation", "length_generalisation", "alignment"),
     pe_dims=(4, 8, 16, 32, 64), ensemble_pe_dims=(256,), n_pe_draws=2, fcn_span=(0.5, 1.0),
