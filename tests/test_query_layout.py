@@ -408,7 +408,7 @@ def test_weights_saved_before_the_query_layout_load_in_the_indicator_layout(tmp_
     assert metadata["params"]["layout"] == "indicator" and "n_selected" not in metadata["params"]
     del metadata["params"]["layout"]  # as written before the layout existed
     path = tmp_path / "old.pt"
-    path.write_bytes(state_bytes(est.module_.state_dict(), False, metadata))
+    path.write_bytes(state_bytes(est.module_, False, metadata))
     again = SparseTokenFCN(hidden_width=8, seq_len=T, token_dim=D).initialize()
     again.load_params(f_params=str(path))
     assert_array_equal(again.predict(X), est.predict(X))
