@@ -517,7 +517,7 @@ SCALES = {"first": FIRST, "quick": QUICK,
 #: (``python -m sparse_token_estimators --scale S --plan``, the cost model)
 RUN_TIMES = {"first": "1 min 30 s (measured)", "quick": "9 min (measured; 2 seeds)",
              "paper": "44 min (measured)",
-             "architectures-paper": "about 3.7 h (estimate; 31 min on 16 workers)"}
+             "architectures-paper": "about 4 h (estimate; 31 min on 16 workers)"}
 _TINY = Training(lr=0.01, max_epochs=2, batch_size=16)
 #: the critical-width searches' recipe (third set): the rate decayed by a cosine
 _TINY_COSINE = replace(_TINY, lr_schedule="cosine")
