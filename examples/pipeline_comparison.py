@@ -13,7 +13,7 @@ indicator; the nets need many more sequences).
 
 Run it as a script, with the number of training sequences as its argument::
 
-    python examples/pipeline_comparison.py          # 10000 sequences: under a minute on 2 CPU cores
+    python examples/pipeline_comparison.py          # 10000 sequences: 19 s on 2 idle CPU cores
     python examples/pipeline_comparison.py 1000     # fewer training sequences
 """
 

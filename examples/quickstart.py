@@ -12,7 +12,7 @@ package's extension; ``n_pe_draws=1`` is the paper's model).
 
 Run it as a script, with the number of training sequences as its argument::
 
-    python examples/quickstart.py          # 20000 sequences: half a minute on 2 CPU cores
+    python examples/quickstart.py          # 20000 sequences: 17 s on 2 idle CPU cores
     python examples/quickstart.py 2000     # fewer training sequences: seconds
 """
 
