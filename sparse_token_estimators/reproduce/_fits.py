@@ -76,14 +76,11 @@ def r2_by_length(fit, config, seed, model):
     """Held-out R^2 at each length of the dense grid (NaN where not scored: the named
     lengths only, but for the transformers of the indicator layout at ``length_pe_dim``;
     none for the FCN)."""
-    family = MODELS[fit.model].family
-    named = {f * config.seq_len for f in config.length_factors}
-    dense = family == "transformer" and fit.width == config.length_pe_dim \
-        and _layout(fit) == "indicator"
+    scored = set(fit.scored_lengths(config))
     out = {}
     for L in config.length_grid() if fit.seq_len == config.seq_len else []:
         out[L] = math.nan
-        if family != "fcn" and (dense or L in named):
+        if L in scored:
             X, y = task(config, L, config.n_length_test, "length", seed, _layout(fit))
             out[L] = float(r2_score(y, model.predict(X)))
     return out

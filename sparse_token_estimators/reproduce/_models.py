@@ -321,18 +321,21 @@ class Fit:
 
     def scored(self, config):
         """``[(sequences, length)]`` a fit's record scores (``_fits._record``): the
-        validation and held-out sets at T, and at the run's T the lengths of
-        ``r2_by_length`` (the named ones; the dense grid for the indicator layout's
-        transformers at ``length_pe_dim``; none for the FCN)."""
-        out = [(2 * config.n_test, self.seq_len)]
+        validation and held-out sets at T, and the lengths of ``scored_lengths``."""
+        return [(2 * config.n_test, self.seq_len),
+                *[(config.n_length_test, L) for L in self.scored_lengths(config)]]
+
+    def scored_lengths(self, config):
+        """The lengths at which ``_fits.r2_by_length`` scores the fit: at the run's T, the
+        named ones (the dense grid for the indicator layout's transformers at
+        ``length_pe_dim``); none for the FCN, a learning curve's fit or another T."""
         family = MODELS[self.model].family
         if self.max_steps or family == "fcn" or self.seq_len != config.seq_len:
-            return out
+            return []
         named = {f * config.seq_len for f in config.length_factors}
         dense = family == "transformer" and self.width == config.length_pe_dim \
             and MODELS[self.model].layout == "indicator"
-        return out + [(config.n_length_test, L) for L in config.length_grid()
-                      if dense or L in named]
+        return [L for L in config.length_grid() if dense or L in named]
 
     def _micro(self, config, T):
         """Microseconds of a training step per sequence of length ``T`` (one thread)."""
