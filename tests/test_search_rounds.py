@@ -311,3 +311,32 @@ def test_records_are_those_of_the_round_runner_whatever_the_dispatch():
         assert _numbers(record) == _numbers(rounds[key]) == _numbers(serial[key])
     assert all(r["ended_at"] >= r["started_at"] for r in pooled.values())
     assert len({r["worker"] for r in pooled.values()}) == 2
+
+
+def _first_request_and_widths(side_by_side, lens):
+    from sparse_token_estimators.reproduce._bracket import protocol_searches
+
+    searches = protocol_searches(SMOKE, lens, ["fcn"], n_train=lambda T: 8,
+                                 start=lambda key, T, before: 4, stop=lambda key, T: 64,
+                                 floor=lambda key, T: 2, side_by_side=side_by_side)
+    first, records = None, None
+    try:
+        while True:
+            fits = searches.send(records)
+            first = first or {f.seq_len for f in fits}
+            records = {(f, s): {"val_r2": 0.9 if f.width >= 2 * f.seq_len else 0.5}
+                       for f in fits for s in SMOKE.seeds()}
+    except StopIteration as end:
+        return first, {T: end.value[T]["fcn"]["width"] for T in lens}
+
+
+def test_searches_whose_start_reads_no_earlier_T_ask_for_every_T_at_once():
+    """``side_by_side``: every T's first round is in the first request (the FCN's
+    tightness, the scaling law); a chain asks for the next T only when the one before
+    has ended. Each T's search finds the same width either way."""
+    lens = (3, 4, 6)
+    chain_first, chain_widths = _first_request_and_widths(False, lens)
+    first, widths = _first_request_and_widths(True, lens)
+    assert chain_first == {3} and first == set(lens)
+    assert widths == chain_widths
+    assert all(2 * T <= widths[T] < 3 * T for T in lens)  # the crossing at 2 T, bracketed
